@@ -1,0 +1,15 @@
+"""Make the collection importable as ansible_collections.numa.kube when pytest runs directly."""
+import os
+import sys
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+_COLLECTIONS = os.path.join(_HERE, ".venv", "collections")
+
+try:
+    import ansible_collections.numa.kube  # noqa: F401
+except ImportError:
+    _LINK = os.path.join(_COLLECTIONS, "ansible_collections", "numa", "kube")
+    if not os.path.exists(_LINK):
+        os.makedirs(os.path.dirname(_LINK), exist_ok=True)
+        os.symlink(_HERE, _LINK)
+    sys.path.insert(0, _COLLECTIONS)

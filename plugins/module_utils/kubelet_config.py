@@ -1,0 +1,363 @@
+# -*- coding: utf-8 -*-
+# Copyright: numa.kube contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Merge NUMA settings into a KubeletConfiguration and decide what the change demands of the node.
+
+Merging follows JSON merge patch (RFC 7386), as kubelet merges its --config-dir drop-ins: mappings
+merge key by key, lists and scalars replace, and a null value removes the key. Validation covers
+the field names and the values kubelet refuses at start-up for the CPU, Memory and Topology
+Managers, so a typo is caught before any node is touched.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import copy
+import difflib
+import json
+import math
+
+from ansible_collections.numa.kube.plugins.module_utils.quantity import Quantity, QuantityError
+from ansible_collections.numa.kube.plugins.module_utils.reservation import (
+    ReservationError,
+    parse_reserved_memory,
+)
+from ansible_collections.numa.kube.plugins.module_utils.topology import parse_cpu_list
+
+API_VERSION = "kubelet.config.k8s.io/v1beta1"
+KIND = "KubeletConfiguration"
+
+# Top-level fields of KubeletConfiguration (kubelet.config.k8s.io/v1beta1).
+KNOWN_FIELDS = frozenset("""
+apiVersion kind enableServer staticPodPath podLogsDir syncFrequency fileCheckFrequency
+httpCheckFrequency staticPodURL staticPodURLHeader address port readOnlyPort tlsCertFile
+tlsPrivateKeyFile tlsCipherSuites tlsMinVersion rotateCertificates serverTLSBootstrap
+authentication authorization registryPullQPS registryBurst imagePullCredentialsVerificationPolicy
+preloadedImagesVerificationAllowlist eventRecordQPS eventBurst enableDebuggingHandlers
+enableContentionProfiling healthzPort healthzBindAddress oomScoreAdj clusterDomain clusterDNS
+streamingConnectionIdleTimeout nodeStatusUpdateFrequency nodeStatusReportFrequency
+nodeLeaseDurationSeconds imageMinimumGCAge imageMaximumGCAge imageGCHighThresholdPercent
+imageGCLowThresholdPercent volumeStatsAggPeriod kubeletCgroups systemCgroups cgroupRoot
+cgroupsPerQOS cgroupDriver cpuManagerPolicy singleProcessOOMKill cpuManagerPolicyOptions
+cpuManagerReconcilePeriod memoryManagerPolicy topologyManagerPolicy topologyManagerScope
+topologyManagerPolicyOptions qosReserved runtimeRequestTimeout hairpinMode maxPods podCIDR
+podPidsLimit resolvConf runOnce cpuCFSQuota cpuCFSQuotaPeriod nodeStatusMaxImages maxOpenFiles
+contentType kubeAPIQPS kubeAPIBurst serializeImagePulls maxParallelImagePulls evictionHard
+evictionSoft evictionSoftGracePeriod evictionPressureTransitionPeriod evictionMaxPodGracePeriod
+evictionMinimumReclaim mergeDefaultEvictionSettings podsPerCore enableControllerAttachDetach
+protectKernelDefaults makeIPTablesUtilChains iptablesMasqueradeBit iptablesDropBit featureGates
+failSwapOn memorySwap containerLogMaxSize containerLogMaxFiles containerLogMaxWorkers
+containerLogMonitorInterval configMapAndSecretChangeDetectionStrategy systemReserved kubeReserved
+reservedSystemCPUs showHiddenMetricsForVersion systemReservedCgroup kubeReservedCgroup
+enforceNodeAllocatable allowedUnsafeSysctls volumePluginDir providerID kernelMemcgNotification
+logging enableSystemLogHandler enableSystemLogQuery shutdownGracePeriod
+shutdownGracePeriodCriticalPods shutdownGracePeriodByPodPriority crashLoopBackOff reservedMemory
+enableProfilingHandler enableDebugFlagsHandler seccompDefault memoryThrottlingFactor
+registerWithTaints registerNode tracing localStorageCapacityIsolation containerRuntimeEndpoint
+imageServiceEndpoint failCgroupV1 userNamespaces
+""".split())
+
+CPU_POLICIES = ("none", "static")
+MEMORY_POLICIES = ("None", "Static")
+TOPOLOGY_POLICIES = ("none", "best-effort", "restricted", "single-numa-node")
+TOPOLOGY_SCOPES = ("container", "pod")
+CPU_POLICY_OPTIONS = ("full-pcpus-only", "distribute-cpus-across-numa", "align-by-socket",
+                      "distribute-cpus-across-cores", "strict-cpu-reservation",
+                      "prefer-align-cpus-by-uncorecache")
+TOPOLOGY_POLICY_OPTIONS = ("prefer-closest-numa-nodes", "max-allowable-numa-nodes")
+DEFAULT_MAX_NUMA_NODES = 8
+
+# Defaults kubelet applies when a field is absent.
+DEFAULTS = {
+    "cpuManagerPolicy": "none",
+    "memoryManagerPolicy": "None",
+    "topologyManagerPolicy": "none",
+    "topologyManagerScope": "container",
+}
+
+# Fields whose change, under the static CPU policy, invalidates cpu_manager_state.
+_CPU_STATE_FIELDS = ("cpuManagerPolicy", "cpuManagerPolicyOptions", "reservedSystemCPUs")
+
+
+class KubeletConfigError(ValueError):
+    """A setting kubelet would refuse. ``problems`` lists every finding."""
+
+    def __init__(self, problems):
+        if isinstance(problems, str):
+            problems = [problems]
+        self.problems = list(problems)
+        ValueError.__init__(self, "; ".join(self.problems))
+
+
+def merge_patch(target, patch):
+    """Apply a JSON merge patch; returns a new object and leaves both inputs alone."""
+    if not isinstance(patch, dict):
+        return copy.deepcopy(patch)
+    result = copy.deepcopy(target) if isinstance(target, dict) else {}
+    for key, value in patch.items():
+        if value is None:
+            result.pop(key, None)
+        else:
+            result[key] = merge_patch(result.get(key), value)
+    return result
+
+
+def _suggest(name):
+    lowered = dict((f.lower(), f) for f in KNOWN_FIELDS)
+    if name.lower() in lowered:
+        return lowered[name.lower()]
+    close = difflib.get_close_matches(name, sorted(KNOWN_FIELDS), n=1, cutoff=0.75)
+    return close[0] if close else None
+
+
+def _choice(problems, settings, field, allowed):
+    if field not in settings:
+        return
+    value = settings[field]
+    if value in allowed:
+        return
+    fix = ""
+    for option in allowed:
+        if isinstance(value, str) and option.lower() == value.lower():
+            fix = " Values are case-sensitive: write %r." % option
+            break
+    problems.append("%s: %r is not one of %s.%s" % (field, value, ", ".join(allowed), fix))
+
+
+def _string_options(problems, settings, field, allowed):
+    options = settings.get(field)
+    if options is None:
+        return {}
+    if not isinstance(options, dict):
+        problems.append("%s: expected a mapping of option name to string value, got %r" % (field, options))
+        return {}
+    for name, value in sorted(options.items()):
+        if name not in allowed:
+            problems.append("%s.%s: unknown option; kubelet knows %s" % (field, name, ", ".join(allowed)))
+        if not isinstance(value, str):
+            problems.append("%s.%s: %r must be a string (kubelet reads option values as strings): write "
+                            "\"%s\"" % (field, name, value, str(value).lower() if isinstance(value, bool) else value))
+    return options
+
+
+def _quantity(problems, where, value):
+    try:
+        return Quantity.parse(value)
+    except QuantityError as exc:
+        problems.append("%s: %s" % (where, exc))
+        return None
+
+
+def validate(config, numa_node_count=None, online_cpus=None):
+    """Check an effective KubeletConfiguration (after merging) for what kubelet refuses."""
+    problems = []
+    if not isinstance(config, dict):
+        raise KubeletConfigError("the kubelet configuration must be a mapping, got %r" % (config,))
+    for name in sorted(config):
+        if name not in KNOWN_FIELDS:
+            guess = _suggest(name)
+            problems.append("%r is not a KubeletConfiguration field%s" % (
+                name, "; did you mean %r?" % guess if guess else ""))
+    _choice(problems, config, "cpuManagerPolicy", CPU_POLICIES)
+    _choice(problems, config, "memoryManagerPolicy", MEMORY_POLICIES)
+    _choice(problems, config, "topologyManagerPolicy", TOPOLOGY_POLICIES)
+    _choice(problems, config, "topologyManagerScope", TOPOLOGY_SCOPES)
+    cpu_options = _string_options(problems, config, "cpuManagerPolicyOptions", CPU_POLICY_OPTIONS)
+    topo_options = _string_options(problems, config, "topologyManagerPolicyOptions", TOPOLOGY_POLICY_OPTIONS)
+
+    for name in ("prefer-closest-numa-nodes",):
+        if name in topo_options and topo_options[name] not in ("true", "false"):
+            problems.append("topologyManagerPolicyOptions.%s: %r must be \"true\" or \"false\"" % (name, topo_options[name]))
+    for name, value in cpu_options.items():
+        if isinstance(value, str) and value not in ("true", "false"):
+            problems.append("cpuManagerPolicyOptions.%s: %r must be \"true\" or \"false\"" % (name, value))
+
+    limit = DEFAULT_MAX_NUMA_NODES
+    if "max-allowable-numa-nodes" in topo_options:
+        raw = topo_options["max-allowable-numa-nodes"]
+        try:
+            limit = int(str(raw))
+        except ValueError:
+            limit = None
+        if limit is None or limit < DEFAULT_MAX_NUMA_NODES:
+            problems.append("topologyManagerPolicyOptions.max-allowable-numa-nodes: %r must be a whole number "
+                            ">= %d" % (raw, DEFAULT_MAX_NUMA_NODES))
+            limit = DEFAULT_MAX_NUMA_NODES
+    topology_policy = config.get("topologyManagerPolicy", DEFAULTS["topologyManagerPolicy"])
+    if numa_node_count and topology_policy != "none" and numa_node_count > limit:
+        problems.append("topologyManagerPolicy %s: this machine has %d NUMA nodes and kubelet refuses more than "
+                        "%d unless topologyManagerPolicyOptions.max-allowable-numa-nodes is raised to at least %d"
+                        % (topology_policy, numa_node_count, limit, numa_node_count))
+    if cpu_options.get("align-by-socket") == "true" and topology_policy == "single-numa-node":
+        problems.append("cpuManagerPolicyOptions.align-by-socket cannot be combined with topologyManagerPolicy "
+                        "single-numa-node; kubelet refuses the pair")
+
+    reserved_cpus = config.get("reservedSystemCPUs")
+    if reserved_cpus not in (None, ""):
+        try:
+            cpus = parse_cpu_list(str(reserved_cpus))
+        except ValueError:
+            cpus = None
+            problems.append("reservedSystemCPUs: %r is not a CPU list such as 0-1,8" % (reserved_cpus,))
+        if cpus is not None and online_cpus is not None:
+            missing = sorted(set(cpus) - set(online_cpus))
+            if missing:
+                problems.append("reservedSystemCPUs: CPU(s) %s are not online on this machine" % missing)
+        for cgroup in ("systemReservedCgroup", "kubeReservedCgroup"):
+            if config.get(cgroup):
+                problems.append("reservedSystemCPUs cannot be combined with %s (kubelet refuses it; on EKS "
+                                "AL2023 nodeadm always sets the cgroups): reserve CPU with kubeReserved.cpu or "
+                                "systemReserved.cpu instead" % cgroup)
+    elif config.get("cpuManagerPolicy") == "static":
+        reserved = 0
+        for section in ("kubeReserved", "systemReserved"):
+            raw = (config.get(section) or {}).get("cpu")
+            if raw is not None:
+                quantity = _quantity(problems, "%s.cpu" % section, raw)
+                if quantity is not None:
+                    reserved += quantity.value
+        if math.ceil(reserved) <= 0:
+            problems.append("cpuManagerPolicy static: kubelet fails with '[cpumanager] the static policy requires "
+                            "systemreserved.cpu + kubereserved.cpu to be greater than zero'; set kubeReserved.cpu "
+                            "or systemReserved.cpu, or reservedSystemCPUs")
+    if config.get("reservedMemory"):
+        try:
+            parse_reserved_memory(config["reservedMemory"])
+        except ReservationError as exc:
+            problems.extend(exc.problems)
+    if problems:
+        raise KubeletConfigError(problems)
+
+
+def _normal_reservation(entries):
+    try:
+        parsed = parse_reserved_memory(entries or [])
+    except ReservationError:
+        return json.dumps(entries, sort_keys=True, default=str)
+    merged = {}
+    for node, values in parsed:
+        for name, quantity in values.items():
+            merged[(node, name)] = quantity.value
+    return sorted((k, str(v)) for k, v in merged.items())
+
+
+def state_changes(before, after):
+    """Which kubelet state files a change from ``before`` to ``after`` makes stale.
+
+    cpu_manager_state: a change of cpuManagerPolicy, or, while the policy is static, of its
+    options or reserved CPUs. memory_manager_state: a change of memoryManagerPolicy, or, under
+    Static, of reservedMemory (compared by value, so 1Gi and 1024Mi are the same).
+    """
+    def get(config, field):
+        return config.get(field, DEFAULTS.get(field))
+
+    cpu = get(before, "cpuManagerPolicy") != get(after, "cpuManagerPolicy")
+    if not cpu and get(after, "cpuManagerPolicy") == "static":
+        cpu = any(before.get(f) != after.get(f) for f in _CPU_STATE_FIELDS[1:])
+        cpu = cpu or _cpu_reserve(before) != _cpu_reserve(after)
+    memory = get(before, "memoryManagerPolicy") != get(after, "memoryManagerPolicy")
+    if not memory and get(after, "memoryManagerPolicy") == "Static":
+        memory = _normal_reservation(before.get("reservedMemory")) != _normal_reservation(after.get("reservedMemory"))
+    return {"remove_cpu_manager_state": cpu, "remove_memory_manager_state": memory}
+
+
+def _cpu_reserve(config):
+    values = []
+    for section in ("kubeReserved", "systemReserved"):
+        values.append(str((config.get(section) or {}).get("cpu")))
+    return values
+
+
+def dropin_document(settings):
+    """A --config-dir drop-in: apiVersion and kind, then the settings (null values dropped)."""
+    document = {"apiVersion": API_VERSION, "kind": KIND}
+    document.update(merge_patch({}, settings))
+    return document
+
+
+def load_text(text, fmt):
+    """Parse a kubelet configuration file's text (``yaml`` or ``json``); empty text is {}."""
+    if not text or not text.strip():
+        return {}
+    if fmt == "json":
+        return json.loads(text)
+    import yaml  # imported here: a JSON-only caller does not need PyYAML
+
+    return yaml.safe_load(text) or {}
+
+
+def dump_text(data, fmt):
+    if fmt == "json":
+        return json.dumps(data, indent=2) + "\n"
+    import yaml
+
+    return yaml.safe_dump(data, default_flow_style=False, sort_keys=False)
+
+
+def detect_format(path, text):
+    if path.endswith(".json"):
+        return "json"
+    if path.endswith((".yaml", ".yml")):
+        return "yaml"
+    return "json" if (text or "").lstrip().startswith("{") else "yaml"
+
+
+def plan_change(path, current_text, settings, mode="merge", fmt="auto", base_text=None, base_path=None,
+                numa_node_count=None, online_cpus=None):
+    """Work out a kubelet configuration change without touching anything.
+
+    ``mode=merge`` merges ``settings`` into the file at ``path`` (``current_text``, None when it
+    does not exist); ``mode=dropin`` makes ``path`` a --config-dir drop-in holding ``settings``, and
+    the effective configuration is the base file (``base_text``) with the drop-in on top.
+    Returns a dict with the new text, whether it changed, the effective configurations before and
+    after, and which state files must go.
+    """
+    if not isinstance(settings, dict):
+        raise KubeletConfigError("settings must be a mapping of KubeletConfiguration fields, got %r" % (settings,))
+    if mode not in ("merge", "dropin"):
+        raise KubeletConfigError("mode %r is not one of merge, dropin" % (mode,))
+    if mode == "dropin" and not path.endswith(".conf"):
+        raise KubeletConfigError("drop-in %s: kubelet reads only files ending in .conf from --config-dir; "
+                                 "rename it, e.g. 50-numa.conf" % path)
+    file_format = fmt if fmt != "auto" else detect_format(path, current_text)
+    if mode == "dropin" and fmt == "auto":
+        file_format = "json" if (current_text or "").lstrip().startswith("{") else "yaml"
+    try:
+        current = load_text(current_text, file_format)
+        base = load_text(base_text, detect_format(base_path or "", base_text)) if base_text else {}
+    except ValueError as exc:
+        raise KubeletConfigError("%s is not valid %s: %s" % (path, file_format.upper(), exc))
+    except Exception as exc:  # yaml's errors do not derive from ValueError
+        raise KubeletConfigError("%s could not be parsed: %s" % (path, exc))
+    if not isinstance(current, dict) or not isinstance(base, dict):
+        raise KubeletConfigError("%s does not hold a KubeletConfiguration mapping" % path)
+    for field in ("apiVersion", "kind"):
+        if field in settings:
+            raise KubeletConfigError("settings.%s: the module sets apiVersion and kind itself; remove it" % field)
+    if mode == "merge":
+        before = current
+        new_document = merge_patch(current, settings)
+        if not new_document.get("apiVersion") and current_text is None:
+            new_document = merge_patch({"apiVersion": API_VERSION, "kind": KIND}, new_document)
+        after = new_document
+    else:
+        before = merge_patch(base, current)
+        new_document = dropin_document(settings)
+        after = merge_patch(base, new_document)
+    validate(after, numa_node_count=numa_node_count, online_cpus=online_cpus)
+    changed = current_text is None or new_document != current
+    new_text = dump_text(new_document, file_format) if changed else current_text
+    effective_changed = {k: v for k, v in before.items() if k not in ("apiVersion", "kind")} != \
+        {k: v for k, v in after.items() if k not in ("apiVersion", "kind")}
+    result = {
+        "changed": changed,
+        "format": file_format,
+        "text": new_text,
+        "before": before,
+        "config": after,
+        "restart_required": effective_changed,
+    }
+    result.update(state_changes(before, after) if effective_changed else
+                  {"remove_cpu_manager_state": False, "remove_memory_manager_state": False})
+    return result

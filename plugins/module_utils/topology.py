@@ -1,0 +1,303 @@
+# -*- coding: utf-8 -*-
+# Copyright: numa.kube contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Read a machine's NUMA topology from sysfs (and /proc/meminfo), the way kubelet sees it.
+
+Everything is read under a root folder so that recorded trees can stand in for /sys in tests.
+Node ids may have gaps; a node may have memory and no CPUs (CXL, a qemu node without CPUs) or
+CPUs and no memory. A kernel without NUMA support has no /sys/devices/system/node: the machine
+is then reported as one node 0 holding every online CPU and all memory.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import glob
+import os
+import re
+
+from ansible_collections.numa.kube.plugins.module_utils.quantity import bytes_quantity
+
+_PCI_ADDRESS = re.compile(r"^[0-9a-fA-F]{4,}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]$")
+
+# PCI class codes (class, subclass) that matter to NUMA alignment.
+_PCI_KINDS = (
+    ("nvme", lambda c: c >> 8 == 0x0108 and (c & 0xFF) == 0x02),
+    ("network", lambda c: c >> 16 == 0x02),
+    ("gpu", lambda c: c >> 16 == 0x03),
+    ("accelerator", lambda c: c >> 16 == 0x12),
+    ("infiniband", lambda c: c >> 8 == 0x0C06),
+)
+
+
+class TopologyError(Exception):
+    """sysfs is missing or unreadable where a value is required."""
+
+
+def parse_cpu_list(text):
+    """Parse a kernel CPU/node list such as ``0-3,8-11`` into a sorted list of ints."""
+    result = set()
+    text = (text or "").strip()
+    if not text:
+        return []
+    for part in text.split(","):
+        part = part.strip()
+        if not part:
+            continue
+        if "-" in part:
+            low, high = part.split("-", 1)
+            low, high = int(low), int(high)
+            if high < low:
+                raise ValueError("range %r runs backwards" % part)
+            result.update(range(low, high + 1))
+        else:
+            result.add(int(part))
+    return sorted(result)
+
+
+def format_cpu_list(cpus):
+    """The kernel's list form of a set of ids: ``[0, 1, 2, 5]`` -> ``0-2,5``."""
+    ranges = []
+    for cpu in sorted(set(cpus)):
+        if ranges and cpu == ranges[-1][1] + 1:
+            ranges[-1][1] = cpu
+        else:
+            ranges.append([cpu, cpu])
+    return ",".join("%d" % a if a == b else "%d-%d" % (a, b) for a, b in ranges)
+
+
+class SysfsReader(object):
+    """Reads NUMA facts under ``sysfs_root`` (default /sys) and ``procfs_root`` (default /proc)."""
+
+    def __init__(self, sysfs_root="/sys", procfs_root="/proc"):
+        self.sys = sysfs_root
+        self.proc = procfs_root
+
+    # small helpers -------------------------------------------------------------------------
+    def _path(self, *parts):
+        return os.path.join(self.sys, *parts)
+
+    @staticmethod
+    def _read(path, default=None):
+        try:
+            with open(path) as handle:
+                return handle.read().strip()
+        except (IOError, OSError):
+            return default
+
+    def _read_int(self, path, default=None):
+        text = self._read(path)
+        if text is None or text == "":
+            return default
+        try:
+            return int(text, 0)
+        except ValueError:
+            return default
+
+    @staticmethod
+    def _meminfo(text, prefix=""):
+        """Parse meminfo lines (``[Node N ]Key: value kB``) into {key: bytes}."""
+        values = {}
+        for line in (text or "").splitlines():
+            if prefix and line.startswith(prefix):
+                line = line[len(prefix):]
+            if ":" not in line:
+                continue
+            key, rest = line.split(":", 1)
+            fields = rest.split()
+            if not fields:
+                continue
+            try:
+                number = int(fields[0])
+            except ValueError:
+                continue
+            if len(fields) > 1 and fields[1].lower() == "kb":
+                number *= 1024
+            values[key.strip()] = number
+        return values
+
+    # facts ---------------------------------------------------------------------------------
+    def online_cpus(self):
+        text = self._read(self._path("devices/system/cpu/online"))
+        if text is None:
+            cpus = []
+            for path in glob.glob(self._path("devices/system/cpu/cpu[0-9]*")):
+                online = self._read(os.path.join(path, "online"), "1")
+                if online == "1":
+                    cpus.append(int(os.path.basename(path)[3:]))
+            if not cpus:
+                raise TopologyError("no CPUs found under %s" % self._path("devices/system/cpu"))
+            return sorted(cpus)
+        return parse_cpu_list(text)
+
+    def cpu_details(self, cpu):
+        base = self._path("devices/system/cpu/cpu%d/topology" % cpu)
+        siblings = self._read(os.path.join(base, "thread_siblings_list"))
+        if siblings is None:
+            siblings = self._read(os.path.join(base, "core_cpus_list"))
+        return {
+            "id": cpu,
+            "socket": self._read_int(os.path.join(base, "physical_package_id"), 0),
+            "core": self._read_int(os.path.join(base, "core_id"), cpu),
+            "die": self._read_int(os.path.join(base, "die_id"), 0),
+            "thread_siblings": parse_cpu_list(siblings) if siblings else [cpu],
+        }
+
+    def hugepages(self, folder):
+        result = {}
+        for path in sorted(glob.glob(os.path.join(folder, "hugepages-*kB"))):
+            size_kb = int(os.path.basename(path)[len("hugepages-"):-2])
+            name = "hugepages-" + bytes_quantity(size_kb * 1024).canonical()
+            result[name] = {
+                "page_size_bytes": size_kb * 1024,
+                "total": self._read_int(os.path.join(path, "nr_hugepages"), 0),
+                "free": self._read_int(os.path.join(path, "free_hugepages"), 0),
+            }
+        return result
+
+    def machine_memory(self):
+        values = self._meminfo(self._read(os.path.join(self.proc, "meminfo")))
+        return values.get("MemTotal"), values.get("MemFree")
+
+    def numa_nodes(self, online):
+        """Per-node facts, or None when the kernel has no NUMA support (no node folder)."""
+        node_dir = self._path("devices/system/node")
+        if not os.path.isdir(node_dir):
+            return None
+        ids_text = self._read(os.path.join(node_dir, "online"))
+        if ids_text is not None:
+            ids = parse_cpu_list(ids_text)
+        else:
+            ids = sorted(int(os.path.basename(p)[4:]) for p in glob.glob(os.path.join(node_dir, "node[0-9]*")))
+        if not ids:
+            return None
+        online_set = set(online)
+        nodes = []
+        for node in ids:
+            folder = os.path.join(node_dir, "node%d" % node)
+            cpus = [c for c in parse_cpu_list(self._read(os.path.join(folder, "cpulist"), "")) if c in online_set]
+            meminfo = self._meminfo(self._read(os.path.join(folder, "meminfo")), "Node %d " % node)
+            mem_total = meminfo.get("MemTotal", 0)
+            mem_free = meminfo.get("MemFree", 0)
+            raw = (self._read(os.path.join(folder, "distance")) or "").split()
+            distances = {}
+            for position, value in enumerate(raw):
+                if position < len(ids):
+                    distances[str(ids[position])] = int(value)
+            nodes.append({
+                "id": node,
+                "cpus": cpus,
+                "cpu_list": format_cpu_list(cpus),
+                "has_cpu": bool(cpus),
+                "has_memory": mem_total > 0,
+                "memory_total_bytes": mem_total,
+                "memory_free_bytes": mem_free,
+                "memory_used_bytes": max(mem_total - mem_free, 0),
+                "hugepages": self.hugepages(os.path.join(folder, "hugepages")),
+                "distances": distances,
+            })
+        return nodes
+
+    def pci_devices(self):
+        devices = {}
+        for path in sorted(glob.glob(self._path("bus/pci/devices/*"))):
+            address = os.path.basename(path)
+            code = self._read_int(os.path.join(path, "class"))
+            kind = None
+            for name, test in _PCI_KINDS:
+                if code is not None and test(code):
+                    kind = name
+                    break
+            if kind is None:
+                continue
+            numa = self._read_int(os.path.join(path, "numa_node"), -1)
+            driver = os.path.join(path, "driver")
+            device = {
+                "address": address,
+                "kind": kind,
+                "class": "0x%06x" % code,
+                "vendor": self._read(os.path.join(path, "vendor")),
+                "device": self._read(os.path.join(path, "device")),
+                "numa_node": numa if numa is not None and numa >= 0 else None,
+                "driver": os.path.basename(os.path.realpath(driver)) if os.path.exists(driver) else None,
+                "interfaces": [],
+            }
+            total_vfs = self._read_int(os.path.join(path, "sriov_totalvfs"))
+            if total_vfs:
+                device["sriov"] = {
+                    "role": "pf",
+                    "total_vfs": total_vfs,
+                    "num_vfs": self._read_int(os.path.join(path, "sriov_numvfs"), 0),
+                    "vfs": sorted(os.path.basename(os.path.realpath(p))
+                                  for p in glob.glob(os.path.join(path, "virtfn*"))),
+                }
+            physfn = os.path.join(path, "physfn")
+            if os.path.exists(physfn):
+                device["sriov"] = {"role": "vf", "pf": os.path.basename(os.path.realpath(physfn))}
+            devices[address] = device
+        self._attach(devices, "class/net", "interfaces")
+        self._attach(devices, "class/nvme", "interfaces")
+        return [devices[a] for a in sorted(devices)]
+
+    def _attach(self, devices, class_dir, field):
+        """Name the interfaces (eth0, nvme0) that sit on each PCI device, virtio included."""
+        for path in sorted(glob.glob(self._path(class_dir, "*"))):
+            target = os.path.realpath(os.path.join(path, "device"))
+            while target and target != os.path.dirname(target):
+                name = os.path.basename(target)
+                if _PCI_ADDRESS.match(name):
+                    if name in devices:
+                        devices[name][field].append(os.path.basename(path))
+                    break
+                target = os.path.dirname(target)
+
+    def read(self, include_pci=True):
+        online = self.online_cpus()
+        cpus = [self.cpu_details(c) for c in online]
+        mem_total, mem_free = self.machine_memory()
+        nodes = self.numa_nodes(online)
+        numa_enabled = nodes is not None
+        if not numa_enabled:
+            # No NUMA support: one node holds everything, memory comes from /proc/meminfo.
+            nodes = [{
+                "id": 0,
+                "cpus": online,
+                "cpu_list": format_cpu_list(online),
+                "has_cpu": True,
+                "has_memory": bool(mem_total),
+                "memory_total_bytes": mem_total or 0,
+                "memory_free_bytes": mem_free or 0,
+                "memory_used_bytes": max((mem_total or 0) - (mem_free or 0), 0),
+                "hugepages": self.hugepages(self._path("kernel/mm/hugepages")),
+                "distances": {"0": 10},
+            }]
+        node_of = {}
+        for node in nodes:
+            for cpu in node["cpus"]:
+                node_of[cpu] = node["id"]
+        for cpu in cpus:
+            cpu["numa_node"] = node_of.get(cpu["id"])
+        if mem_total is None:
+            mem_total = sum(n["memory_total_bytes"] for n in nodes)
+        page_sizes = dict((name, info["page_size_bytes"]) for n in nodes for name, info in n["hugepages"].items())
+        sizes = sorted(page_sizes, key=page_sizes.get)
+        threads = dict((c["id"], len(c["thread_siblings"])) for c in cpus)
+        facts = {
+            "numa_enabled": numa_enabled,
+            "node_count": len(nodes),
+            "node_ids": [n["id"] for n in nodes],
+            "nodes": nodes,
+            "nodes_with_cpus": [n["id"] for n in nodes if n["has_cpu"]],
+            "nodes_with_memory": [n["id"] for n in nodes if n["has_memory"]],
+            "numa_node_memory": dict((str(n["id"]), n["memory_total_bytes"]) for n in nodes),
+            "cpus": cpus,
+            "cpu_count": len(cpus),
+            "sockets": sorted(set(c["socket"] for c in cpus)),
+            "hyperthreading": any(count > 1 for count in threads.values()),
+            "memory_total_bytes": mem_total,
+            "hugepage_sizes": sizes,
+        }
+        if include_pci:
+            facts["pci_devices"] = self.pci_devices()
+        return facts

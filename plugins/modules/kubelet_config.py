@@ -1,0 +1,251 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: numa.kube contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+---
+module: kubelet_config
+short_description: Merge NUMA settings into a kubelet configuration, or write a drop-in
+version_added: "0.1.0"
+description:
+  - Merges KubeletConfiguration settings into an existing kubelet configuration file (YAML, such
+    as kubeadm's C(/var/lib/kubelet/config.yaml), or JSON, such as EKS's C(kubelet-config.json)),
+    keeping every other key; or writes a drop-in file for kubelet's C(--config-dir).
+  - Merging follows JSON merge patch, as kubelet does for drop-ins - mappings merge key by key,
+    lists and scalars replace, and a null value removes a key.
+  - Before writing, validates the resulting configuration - field names (with a suggestion for a
+    misspelling), the case-sensitive policy names (C(none)/C(static) for the CPU manager,
+    C(None)/C(Static) for the memory manager), topology manager policy, scope and options
+    (C(max-allowable-numa-nodes) a whole number >= 8), the static CPU policy's need for reserved
+    CPU, C(reservedSystemCPUs) not combined with reserved cgroups, and the shape of
+    C(reservedMemory).
+  - Reports whether kubelet must restart and whether C(cpu_manager_state) or
+    C(memory_manager_state) must be removed before it can start. The module itself never restarts
+    kubelet nor removes state.
+author:
+  - numa.kube contributors
+options:
+  path:
+    description:
+      - With O(mode=merge), the kubelet configuration file to change.
+      - With O(mode=dropin), the drop-in file to write; it must end in C(.conf).
+    type: path
+    required: true
+  settings:
+    description:
+      - KubeletConfiguration fields to set, e.g. C(cpuManagerPolicy), C(topologyManagerPolicy),
+        C(memoryManagerPolicy), C(reservedMemory). A null value removes the field.
+    type: dict
+    required: true
+  mode:
+    description:
+      - C(merge) edits O(path) in place; C(dropin) makes O(path) hold exactly O(settings) with
+        C(apiVersion) and C(kind).
+    type: str
+    choices: [merge, dropin]
+    default: merge
+  format:
+    description:
+      - File format. C(auto) decides by the file name, then by the content.
+    type: str
+    choices: [auto, yaml, json]
+    default: auto
+  base_path:
+    description:
+      - With O(mode=dropin), the main configuration file the drop-in applies on top of; read to
+        validate the effective configuration and to tell which state files become stale.
+    type: path
+  create:
+    description:
+      - With O(mode=merge), create O(path) when it does not exist instead of failing.
+    type: bool
+    default: false
+  backup:
+    description:
+      - Keep a timestamped copy of the previous file next to it.
+    type: bool
+    default: false
+  numa_node_count:
+    description:
+      - Number of NUMA nodes of the machine, to refuse a topology policy kubelet would refuse on
+        machines with more than 8 nodes.
+    type: int
+  online_cpus:
+    description:
+      - Online CPUs of the machine as a list string (C(0-15)), to check C(reservedSystemCPUs).
+    type: str
+extends_documentation_fragment:
+  - ansible.builtin.files
+attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: full
+seealso:
+  - module: numa.kube.reserved_memory
+  - name: KubeletConfiguration reference
+    description: Every field and its meaning.
+    link: https://kubernetes.io/docs/reference/config-api/kubelet-config.v1beta1/
+"""
+
+EXAMPLES = r"""
+- name: Static CPU and memory managers on a kubeadm node
+  numa.kube.kubelet_config:
+    path: /var/lib/kubelet/config.yaml
+    backup: true
+    settings:
+      cpuManagerPolicy: static
+      topologyManagerPolicy: single-numa-node
+      topologyManagerScope: pod
+      memoryManagerPolicy: Static
+      kubeReserved: {cpu: 500m, memory: 1Gi}
+      reservedMemory: "{{ reservation.reserved_memory }}"
+  register: kubelet_change
+
+- name: The same as a drop-in for kubelet --config-dir
+  numa.kube.kubelet_config:
+    mode: dropin
+    path: /etc/kubernetes/kubelet.conf.d/50-numa.conf
+    base_path: /var/lib/kubelet/config.yaml
+    settings:
+      cpuManagerPolicy: static
+      kubeReserved: {cpu: 500m}
+
+- name: EKS AL2 - keep everything else in kubelet-config.json, drop reservedSystemCPUs
+  numa.kube.kubelet_config:
+    path: /etc/kubernetes/kubelet/kubelet-config.json
+    settings:
+      topologyManagerPolicy: restricted
+      reservedSystemCPUs: null
+"""
+
+RETURN = r"""
+config:
+  description: The effective configuration after the change (base plus drop-in in drop-in mode).
+  returned: success
+  type: dict
+  sample: {cpuManagerPolicy: static, memoryManagerPolicy: Static}
+format:
+  description: The format the file was read and written in.
+  returned: success
+  type: str
+  sample: yaml
+restart_required:
+  description: Whether the effective configuration changed, so kubelet must restart to use it.
+  returned: success
+  type: bool
+  sample: true
+remove_cpu_manager_state:
+  description:
+    - Whether C(/var/lib/kubelet/cpu_manager_state) must be removed (drain first) before kubelet
+      starts - the CPU manager policy changed, or under the static policy its options or reserved
+      CPUs did.
+  returned: success
+  type: bool
+  sample: true
+remove_memory_manager_state:
+  description:
+    - Whether C(/var/lib/kubelet/memory_manager_state) must be removed - the memory manager policy
+      changed, or under C(Static) the reservation did.
+  returned: success
+  type: bool
+  sample: false
+backup_file:
+  description: The copy made of the previous file.
+  returned: changed and backup is true and the file existed
+  type: str
+  sample: /var/lib/kubelet/config.yaml.12345.2026-11-22@10:00:00~
+problems:
+  description: On failure, every problem found, one per item.
+  returned: failure
+  type: list
+  elements: str
+"""
+
+import os
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.common.text.converters import to_bytes, to_native
+
+from ansible_collections.numa.kube.plugins.module_utils.kubelet_config import KubeletConfigError, plan_change
+
+
+def _read(path):
+    if not os.path.exists(path):
+        return None
+    with open(path, "rb") as handle:
+        return to_native(handle.read(), errors="surrogate_or_strict")
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            path=dict(type="path", required=True),
+            settings=dict(type="dict", required=True),
+            mode=dict(type="str", default="merge", choices=["merge", "dropin"]),
+            format=dict(type="str", default="auto", choices=["auto", "yaml", "json"]),
+            base_path=dict(type="path"),
+            create=dict(type="bool", default=False),
+            backup=dict(type="bool", default=False),
+            numa_node_count=dict(type="int"),
+            online_cpus=dict(type="str"),
+        ),
+        add_file_common_args=True,
+        supports_check_mode=True,
+    )
+    params = module.params
+    path = params["path"]
+    current = _read(path)
+    if current is None and params["mode"] == "merge" and not params["create"]:
+        module.fail_json(msg="%s does not exist; point path at the kubelet configuration in use, or set "
+                             "create=true to start a new one" % path)
+    base_text = None
+    if params["base_path"]:
+        base_text = _read(params["base_path"])
+        if base_text is None:
+            module.fail_json(msg="base_path %s does not exist" % params["base_path"])
+    online = None
+    if params["online_cpus"]:
+        from ansible_collections.numa.kube.plugins.module_utils.topology import parse_cpu_list
+
+        online = parse_cpu_list(params["online_cpus"])
+    try:
+        plan = plan_change(path, current, params["settings"], params["mode"], params["format"], base_text,
+                           params["base_path"], params["numa_node_count"], online)
+    except KubeletConfigError as exc:
+        module.fail_json(msg="kubelet would refuse this configuration: " + " | ".join(exc.problems),
+                         problems=exc.problems)
+    result = dict(
+        changed=plan["changed"],
+        config=plan["config"],
+        format=plan["format"],
+        restart_required=plan["restart_required"],
+        remove_cpu_manager_state=plan["remove_cpu_manager_state"],
+        remove_memory_manager_state=plan["remove_memory_manager_state"],
+    )
+    if module._diff:
+        result["diff"] = dict(before=current or "", after=plan["text"],
+                              before_header=path if current is not None else "/dev/null", after_header=path)
+    if plan["changed"] and not module.check_mode:
+        if params["backup"] and current is not None:
+            result["backup_file"] = module.backup_local(path)
+        directory = os.path.dirname(path) or "."
+        if not os.path.isdir(directory):
+            module.fail_json(msg="folder %s does not exist" % directory)
+        temp = os.path.join(directory, ".%s.numa-kube.tmp" % os.path.basename(path))
+        with open(temp, "wb") as handle:
+            handle.write(to_bytes(plan["text"]))
+        module.atomic_move(temp, path, unsafe_writes=params.get("unsafe_writes", False))
+    file_args = module.load_file_common_arguments(params, path=path)
+    if os.path.exists(path):
+        result["changed"] = module.set_fs_attributes_if_different(file_args, result["changed"])
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()

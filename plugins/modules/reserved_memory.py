@@ -1,0 +1,260 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: numa.kube contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+---
+module: reserved_memory
+short_description: Compute and validate the kubelet Memory Manager reservation
+version_added: "0.1.0"
+description:
+  - With the C(Static) memory manager policy, kubelet starts only when, for C(memory) and every
+    C(hugepages-<size>) type, the C(reservedMemory) limits of all NUMA nodes add up exactly to
+    systemReserved + kubeReserved + the hard eviction threshold C(memory.available).
+  - This module computes that total the way kubelet does (quantities in every Kubernetes form,
+    percentages of C(memory.available) resolved against the node's memory, each distribution's
+    default eviction thresholds, the EKS kube-reserved formula) and then either lays out a
+    C(reservedMemory) that meets it exactly or checks the one given.
+  - A layout kubelet would refuse fails the task with kubelet's own error text, the sum found, the
+    sum required and where each part of it comes from, and how to fix it. The module never changes
+    the node.
+author:
+  - numa.kube contributors
+options:
+  numa_nodes:
+    description:
+      - Ids of the NUMA nodes present on the node. Required unless O(numa_node_memory) is given.
+    type: list
+    elements: int
+  numa_node_memory:
+    description:
+      - NUMA node id to that node's memory (bytes or a quantity), e.g. C(numa_topology.numa_node_memory)
+        from M(numa.kube.topology_facts).
+      - Used to spread the reservation in proportion to node memory, to refuse a node reserving
+        more than it has, and to resolve a percentage C(memory.available).
+    type: dict
+  memory_capacity:
+    description:
+      - The node's memory capacity as kubelet sees it (MemTotal), for a percentage
+        C(memory.available). Defaults to the sum of O(numa_node_memory).
+    type: raw
+  kube_reserved:
+    description:
+      - kubeReserved, resource name to quantity (C(cpu), C(memory), C(ephemeral-storage), C(pid)).
+      - With O(distribution=eks), the EKS formula fills C(memory) (from O(eks_max_pods)),
+        C(cpu) (from O(cpu_count)) and C(ephemeral-storage); keys given here win.
+    type: dict
+    default: {}
+  system_reserved:
+    description:
+      - systemReserved, resource name to quantity.
+    type: dict
+    default: {}
+  eviction_hard:
+    description:
+      - evictionHard, signal to threshold (quantity or percentage). Only C(memory.available)
+        adds to the memory reservation.
+      - When omitted, the distribution's default is used (kubeadm and EKS C(100Mi); RKE2 and k3s set
+        no C(memory.available)). When given, signals not listed are not set, as in kubelet, unless
+        O(merge_default_eviction_settings) is true.
+    type: dict
+  merge_default_eviction_settings:
+    description:
+      - Mirror of kubelet's C(mergeDefaultEvictionSettings). Adds kubelet's default thresholds for
+        the signals O(eviction_hard) does not name.
+    type: bool
+    default: false
+  distribution:
+    description:
+      - Kubernetes distribution of the node; decides default eviction thresholds and, for C(eks),
+        the kube-reserved formula.
+    type: str
+    choices: [kubeadm, rke2, k3s, eks]
+    default: kubeadm
+  eks_max_pods:
+    description:
+      - EKS only. maxPods of the node; kubeReserved memory = 11 * maxPods + 255 MiB.
+    type: int
+  cpu_count:
+    description:
+      - EKS only. Number of CPUs, for the EKS kubeReserved CPU formula (reported, not part of the
+        memory sum).
+    type: int
+  reserved_memory:
+    description:
+      - A C(reservedMemory) list to validate, in KubeletConfiguration form
+        (C([{numaNode: 0, limits: {memory: 1Gi}}])). When omitted, one is computed.
+    type: list
+    elements: dict
+  placement:
+    description:
+      - How a computed reservation is placed. C(spread) shares it across the nodes with memory in
+        proportion to their memory (evenly when O(numa_node_memory) is not given), in whole MiB
+        where possible; C(single) puts all of it on one node. The total is always exact.
+    type: str
+    choices: [spread, single]
+    default: spread
+  placement_node:
+    description:
+      - With O(placement=single), the node that holds the reservation. Defaults to the lowest node
+        with memory.
+    type: int
+attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: none
+notes:
+  - kubelet accepts only C(cpu), C(memory), C(ephemeral-storage) and C(pid) in kubeReserved and
+    systemReserved, so the total it demands for any C(hugepages-<size>) type is always 0; a huge
+    page entry in C(reservedMemory) is therefore refused, with that explanation.
+  - kubelet refuses to start until C(/var/lib/kubelet/memory_manager_state) is removed after any
+    change of the reservation; M(numa.kube.kubelet_config) reports when that is needed.
+seealso:
+  - module: numa.kube.topology_facts
+  - module: numa.kube.kubelet_config
+  - name: Kubernetes Memory Manager
+    description: Reserved memory flag and its rules.
+    link: https://kubernetes.io/docs/tasks/administer-cluster/memory-manager/
+"""
+
+EXAMPLES = r"""
+- name: Read the topology
+  numa.kube.topology_facts:
+
+- name: Compute a reservation spread over the NUMA nodes (kubeadm defaults, eviction 100Mi)
+  numa.kube.reserved_memory:
+    numa_node_memory: "{{ numa_topology.numa_node_memory }}"
+    kube_reserved:
+      cpu: 500m
+      memory: 1Gi
+    system_reserved:
+      memory: 512Mi
+  register: reservation
+
+- name: Check a hand-written reservation on an RKE2 node (no memory.available by default)
+  numa.kube.reserved_memory:
+    distribution: rke2
+    numa_nodes: [0, 1]
+    kube_reserved: {memory: 1Gi}
+    reserved_memory:
+      - numaNode: 0
+        limits: {memory: 512Mi}
+      - numaNode: 1
+        limits: {memory: 512Mi}
+
+- name: EKS m5.xlarge (58 pods), all on node 0
+  numa.kube.reserved_memory:
+    distribution: eks
+    eks_max_pods: 58
+    numa_nodes: "{{ numa_topology.node_ids }}"
+    placement: single
+"""
+
+RETURN = r"""
+mode:
+  description: Whether the reservation was C(computed) or C(validated).
+  returned: success
+  type: str
+  sample: computed
+reserved_memory:
+  description: The reservation in KubeletConfiguration form, quantities in canonical form.
+  returned: success
+  type: list
+  elements: dict
+  sample: [{numaNode: 0, limits: {memory: 812Mi}}, {numaNode: 1, limits: {memory: 812Mi}}]
+reserved_memory_flag:
+  description: The same as a C(--reserved-memory) flag value.
+  returned: success
+  type: str
+  sample: "0:memory=812Mi;1:memory=812Mi"
+required:
+  description: Per memory type, the total kubelet demands (canonical quantity).
+  returned: success
+  type: dict
+  sample: {memory: 1624Mi}
+required_bytes:
+  description: The same totals in bytes.
+  returned: success
+  type: dict
+  sample: {memory: 1702887424}
+explanation:
+  description: Per type, how the required total is made up.
+  returned: success
+  type: list
+  elements: str
+  sample: ["1624Mi = systemReserved 512Mi + kubeReserved 1Gi + evictionHard memory.available 100Mi [kubeadm default]"]
+kube_reserved:
+  description: The kubeReserved in effect (after the EKS formula, if any).
+  returned: success
+  type: dict
+  sample: {cpu: 500m, memory: 1Gi}
+system_reserved:
+  description: The systemReserved in effect.
+  returned: success
+  type: dict
+  sample: {memory: 512Mi}
+eviction_hard:
+  description: The evictionHard in effect (the distribution's default when none was given).
+  returned: success
+  type: dict
+  sample: {memory.available: 100Mi, nodefs.available: 10%}
+numa_nodes:
+  description: The NUMA node ids the reservation was checked against.
+  returned: success
+  type: list
+  elements: int
+  sample: [0, 1]
+problems:
+  description: On failure, every problem found, one per item.
+  returned: failure
+  type: list
+  elements: str
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.numa.kube.plugins.module_utils.quantity import QuantityError
+from ansible_collections.numa.kube.plugins.module_utils.reservation import (
+    DISTRIBUTIONS,
+    ReservationError,
+    plan,
+)
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            numa_nodes=dict(type="list", elements="int"),
+            numa_node_memory=dict(type="dict"),
+            memory_capacity=dict(type="raw"),
+            kube_reserved=dict(type="dict", default={}),
+            system_reserved=dict(type="dict", default={}),
+            eviction_hard=dict(type="dict"),
+            merge_default_eviction_settings=dict(type="bool", default=False),
+            distribution=dict(type="str", default="kubeadm", choices=list(DISTRIBUTIONS)),
+            eks_max_pods=dict(type="int"),
+            cpu_count=dict(type="int"),
+            reserved_memory=dict(type="list", elements="dict"),
+            placement=dict(type="str", default="spread", choices=["spread", "single"]),
+            placement_node=dict(type="int"),
+        ),
+        required_one_of=[["numa_nodes", "numa_node_memory"]],
+        supports_check_mode=True,
+    )
+    params = dict((k, v) for k, v in module.params.items())
+    try:
+        result = plan(**params)
+    except (ReservationError, QuantityError) as exc:
+        problems = getattr(exc, "problems", [str(exc)])
+        module.fail_json(msg="kubelet would refuse this reservation: " + " | ".join(problems), problems=problems)
+    module.exit_json(changed=False, **result)
+
+
+if __name__ == "__main__":
+    main()
