@@ -32,8 +32,8 @@ author:
 options:
   path:
     description:
-      - With O(mode=merge), the kubelet configuration file to change.
-      - With O(mode=dropin), the drop-in file to write; it must end in C(.conf).
+      - The kubelet configuration file to change; with O(dropin=true), the drop-in file to write,
+        which must end in C(.conf).
     type: path
     required: true
   settings:
@@ -42,13 +42,12 @@ options:
         C(memoryManagerPolicy), C(reservedMemory). A null value removes the field.
     type: dict
     required: true
-  mode:
+  dropin:
     description:
-      - C(merge) edits O(path) in place; C(dropin) makes O(path) hold exactly O(settings) with
-        C(apiVersion) and C(kind).
-    type: str
-    choices: [merge, dropin]
-    default: merge
+      - False merges O(settings) into O(path), keeping every other key. True makes O(path) a
+        C(--config-dir) drop-in holding exactly O(settings) with C(apiVersion) and C(kind).
+    type: bool
+    default: false
   format:
     description:
       - File format. C(auto) decides by the file name, then by the content.
@@ -57,12 +56,12 @@ options:
     default: auto
   base_path:
     description:
-      - With O(mode=dropin), the main configuration file the drop-in applies on top of; read to
+      - With O(dropin=true), the main configuration file the drop-in applies on top of; read to
         validate the effective configuration and to tell which state files become stale.
     type: path
   create:
     description:
-      - With O(mode=merge), create O(path) when it does not exist instead of failing.
+      - Without O(dropin), create O(path) when it does not exist instead of failing.
     type: bool
     default: false
   backup:
@@ -109,7 +108,7 @@ EXAMPLES = r"""
 
 - name: The same as a drop-in for kubelet --config-dir
   numa.kube.kubelet_config:
-    mode: dropin
+    dropin: true
     path: /etc/kubernetes/kubelet.conf.d/50-numa.conf
     base_path: /var/lib/kubelet/config.yaml
     settings:
@@ -187,7 +186,7 @@ def main():
         argument_spec=dict(
             path=dict(type="path", required=True),
             settings=dict(type="dict", required=True),
-            mode=dict(type="str", default="merge", choices=["merge", "dropin"]),
+            dropin=dict(type="bool", default=False),
             format=dict(type="str", default="auto", choices=["auto", "yaml", "json"]),
             base_path=dict(type="path"),
             create=dict(type="bool", default=False),
@@ -201,7 +200,8 @@ def main():
     params = module.params
     path = params["path"]
     current = _read(path)
-    if current is None and params["mode"] == "merge" and not params["create"]:
+    mode = "dropin" if params["dropin"] else "merge"
+    if current is None and mode == "merge" and not params["create"]:
         module.fail_json(msg="%s does not exist; point path at the kubelet configuration in use, or set "
                              "create=true to start a new one" % path)
     base_text = None
@@ -215,7 +215,7 @@ def main():
 
         online = parse_cpu_list(params["online_cpus"])
     try:
-        plan = plan_change(path, current, params["settings"], params["mode"], params["format"], base_text,
+        plan = plan_change(path, current, params["settings"], mode, params["format"], base_text,
                            params["base_path"], params["numa_node_count"], online)
     except KubeletConfigError as exc:
         module.fail_json(msg="kubelet would refuse this configuration: " + " | ".join(exc.problems),

@@ -1,0 +1,217 @@
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import json
+
+import pytest
+import yaml
+
+from ansible_collections.numa.kube.plugins.module_utils.kubelet_config import (
+    KubeletConfigError,
+    detect_format,
+    dropin_document,
+    merge_patch,
+    plan_change,
+    state_changes,
+    validate,
+)
+
+KUBEADM = """apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+authentication:
+  anonymous:
+    enabled: false
+cgroupDriver: systemd
+clusterDNS:
+- 10.96.0.10
+kubeReserved:
+  cpu: 100m
+  ephemeral-storage: 1Gi
+"""
+
+NUMA = {
+    "cpuManagerPolicy": "static",
+    "topologyManagerPolicy": "single-numa-node",
+    "topologyManagerScope": "pod",
+    "memoryManagerPolicy": "Static",
+    "kubeReserved": {"memory": "1Gi"},
+    "reservedMemory": [{"numaNode": 0, "limits": {"memory": "1124Mi"}}],
+}
+
+
+def problems(config, **kwargs):
+    with pytest.raises(KubeletConfigError) as info:
+        validate(config, **kwargs)
+    return " | ".join(info.value.problems)
+
+
+def test_merge_patch_merges_maps_replaces_lists_and_removes_nulls():
+    target = {"a": {"x": 1, "y": 2}, "l": [1, 2], "gone": 1}
+    patch = {"a": {"y": 3, "z": 4}, "l": [3], "gone": None, "new": {"k": None, "v": 1}}
+    assert merge_patch(target, patch) == {"a": {"x": 1, "y": 3, "z": 4}, "l": [3], "new": {"v": 1}}
+    assert target == {"a": {"x": 1, "y": 2}, "l": [1, 2], "gone": 1}
+
+
+def test_valid_numa_settings_pass():
+    validate(merge_patch(yaml.safe_load(KUBEADM), NUMA), numa_node_count=2, online_cpus=[0, 1, 2, 3])
+
+
+@pytest.mark.parametrize("config,message", [
+    ({"cpuManagerpolicy": "static"}, "did you mean 'cpuManagerPolicy'"),
+    ({"topologyManagerPolicys": "restricted"}, "did you mean 'topologyManagerPolicy'"),
+    ({"numaMagic": 1}, "'numaMagic' is not a KubeletConfiguration field"),
+    ({"cpuManagerPolicy": "Static"}, "Values are case-sensitive: write 'static'"),
+    ({"memoryManagerPolicy": "static"}, "Values are case-sensitive: write 'Static'"),
+    ({"memoryManagerPolicy": "none"}, "write 'None'"),
+    ({"topologyManagerPolicy": "single-numa"}, "is not one of none, best-effort, restricted, single-numa-node"),
+    ({"topologyManagerScope": "Pod"}, "write 'pod'"),
+    ({"topologyManagerPolicyOptions": {"max-allowable-numa-nodes": "4"}}, "must be a whole number >= 8"),
+    ({"topologyManagerPolicyOptions": {"max-allowable-numa-nodes": "many"}}, "must be a whole number >= 8"),
+    ({"topologyManagerPolicyOptions": {"prefer-closest-numa-nodes": True}}, "must be a string"),
+    ({"topologyManagerPolicyOptions": {"prefer-closest-numa-nodes": "yes"}}, "must be \"true\" or \"false\""),
+    ({"topologyManagerPolicyOptions": {"closest": "true"}}, "unknown option"),
+    ({"topologyManagerPolicyOptions": ["prefer-closest-numa-nodes"]}, "expected a mapping"),
+    ({"cpuManagerPolicy": "static", "kubeReserved": {"cpu": "500m"},
+      "cpuManagerPolicyOptions": {"full-pcpus-only": True}}, "write \"true\""),
+    ({"cpuManagerPolicy": "static", "kubeReserved": {"cpu": "500m"},
+      "cpuManagerPolicyOptions": {"full-pcpus-only": "on"}}, "must be \"true\" or \"false\""),
+    ({"cpuManagerPolicy": "static"}, "the static policy requires systemreserved.cpu + kubereserved.cpu"),
+    ({"cpuManagerPolicy": "static", "kubeReserved": {"cpu": "0"}}, "greater than zero"),
+    ({"cpuManagerPolicy": "static", "kubeReserved": {"cpu": "lots"}}, "kubeReserved.cpu"),
+    ({"reservedSystemCPUs": "0-1", "systemReservedCgroup": "/system.slice"}, "cannot be combined with systemReservedCgroup"),
+    ({"reservedSystemCPUs": "0-1", "kubeReservedCgroup": "/kube.slice"}, "kubeReservedCgroup"),
+    ({"reservedSystemCPUs": "0-x"}, "not a CPU list"),
+    ({"reservedMemory": [{"numaNode": 0, "limits": {"memory": "0"}}]}, "may not be zero"),
+    ({"topologyManagerPolicy": "single-numa-node", "cpuManagerPolicy": "static", "kubeReserved": {"cpu": "1"},
+      "cpuManagerPolicyOptions": {"align-by-socket": "true"}}, "align-by-socket cannot be combined"),
+])
+def test_refused_settings(config, message):
+    assert message in problems(config)
+
+
+def test_small_fractional_cpu_reservation_is_enough_for_static():
+    validate({"cpuManagerPolicy": "static", "systemReserved": {"cpu": "10m"}})
+
+
+def test_reserved_cpus_must_be_online():
+    assert "not online" in problems({"reservedSystemCPUs": "0,7"}, online_cpus=[0, 1, 2, 3])
+    validate({"cpuManagerPolicy": "static", "reservedSystemCPUs": "0-1"}, online_cpus=[0, 1, 2, 3])
+
+
+def test_more_than_eight_numa_nodes_needs_the_option():
+    config = {"topologyManagerPolicy": "restricted"}
+    assert "max-allowable-numa-nodes is raised to at least 16" in problems(config, numa_node_count=16)
+    config["topologyManagerPolicyOptions"] = {"max-allowable-numa-nodes": "16"}
+    validate(config, numa_node_count=16)
+    validate({"topologyManagerPolicy": "none"}, numa_node_count=16)
+
+
+def test_validate_refuses_a_non_mapping():
+    with pytest.raises(KubeletConfigError):
+        validate(["cpuManagerPolicy"])
+
+
+def test_all_problems_are_reported_together():
+    with pytest.raises(KubeletConfigError) as info:
+        validate({"cpuManagerPolicy": "Static", "memoryManagerPolicy": "static", "numaMagic": 1})
+    assert len(info.value.problems) == 3
+
+
+# state files ----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("before,after,cpu,memory", [
+    ({}, {"cpuManagerPolicy": "static"}, True, False),
+    ({"cpuManagerPolicy": "none"}, {}, False, False),
+    ({"cpuManagerPolicy": "static"}, {"cpuManagerPolicy": "static", "cpuManagerPolicyOptions": {"full-pcpus-only": "true"}},
+     True, False),
+    ({"cpuManagerPolicy": "static", "reservedSystemCPUs": "0"}, {"cpuManagerPolicy": "static", "reservedSystemCPUs": "0-1"},
+     True, False),
+    ({"cpuManagerPolicy": "static", "kubeReserved": {"cpu": "1"}}, {"cpuManagerPolicy": "static", "kubeReserved": {"cpu": "2"}},
+     True, False),
+    ({"cpuManagerPolicy": "none", "kubeReserved": {"cpu": "1"}}, {"kubeReserved": {"cpu": "2"}}, False, False),
+    ({}, {"memoryManagerPolicy": "Static"}, False, True),
+    ({"memoryManagerPolicy": "Static", "reservedMemory": [{"numaNode": 0, "limits": {"memory": "1Gi"}}]},
+     {"memoryManagerPolicy": "Static", "reservedMemory": [{"numaNode": 0, "limits": {"memory": "1024Mi"}}]}, False, False),
+    ({"memoryManagerPolicy": "Static", "reservedMemory": [{"numaNode": 0, "limits": {"memory": "1Gi"}}]},
+     {"memoryManagerPolicy": "Static", "reservedMemory": [{"numaNode": 1, "limits": {"memory": "1Gi"}}]}, False, True),
+    ({"memoryManagerPolicy": "None", "reservedMemory": [{"numaNode": 0, "limits": {"memory": "1Gi"}}]},
+     {"reservedMemory": [{"numaNode": 1, "limits": {"memory": "1Gi"}}]}, False, False),
+    ({"topologyManagerPolicy": "none"}, {"topologyManagerPolicy": "restricted"}, False, False),
+])
+def test_state_changes(before, after, cpu, memory):
+    assert state_changes(before, after) == {"remove_cpu_manager_state": cpu, "remove_memory_manager_state": memory}
+
+
+# planning a file change -----------------------------------------------------------------------
+
+def test_merge_into_kubeadm_yaml_keeps_other_keys():
+    plan = plan_change("/var/lib/kubelet/config.yaml", KUBEADM, NUMA)
+    assert plan["changed"] and plan["format"] == "yaml"
+    written = yaml.safe_load(plan["text"])
+    assert written["cgroupDriver"] == "systemd" and written["clusterDNS"] == ["10.96.0.10"]
+    assert written["kubeReserved"] == {"cpu": "100m", "ephemeral-storage": "1Gi", "memory": "1Gi"}
+    assert written["cpuManagerPolicy"] == "static"
+    assert plan["restart_required"] and plan["remove_cpu_manager_state"] and plan["remove_memory_manager_state"]
+    again = plan_change("/var/lib/kubelet/config.yaml", plan["text"], NUMA)
+    assert not again["changed"] and not again["restart_required"]
+    assert again["text"] == plan["text"]
+    assert not again["remove_cpu_manager_state"] and not again["remove_memory_manager_state"]
+
+
+def test_merge_into_eks_json():
+    text = json.dumps({"kind": "KubeletConfiguration", "apiVersion": "kubelet.config.k8s.io/v1beta1", "maxPods": 29,
+                       "kubeReserved": {"cpu": "70m", "memory": "574Mi"}, "reservedSystemCPUs": "0"}, indent=4)
+    plan = plan_change("/etc/kubernetes/kubelet/kubelet-config.json", text,
+                       {"topologyManagerPolicy": "restricted", "reservedSystemCPUs": None})
+    assert plan["format"] == "json"
+    written = json.loads(plan["text"])
+    assert "reservedSystemCPUs" not in written and written["maxPods"] == 29
+    assert list(written)[:2] == ["kind", "apiVersion"]
+
+
+def test_new_file_gets_api_version_and_kind():
+    plan = plan_change("/tmp/kubelet.yaml", None, {"cpuManagerPolicy": "none"})
+    assert yaml.safe_load(plan["text"])["kind"] == "KubeletConfiguration"
+    assert plan["changed"]
+
+
+def test_dropin_holds_only_the_settings_and_validates_the_effective_config():
+    base = "kubeReserved:\n  cpu: 500m\ncpuManagerPolicy: none\n"
+    plan = plan_change("/etc/kubernetes/kubelet.conf.d/50-numa.conf", None, {"cpuManagerPolicy": "static"},
+                       mode="dropin", base_text=base, base_path="/var/lib/kubelet/config.yaml")
+    assert yaml.safe_load(plan["text"]) == dropin_document({"cpuManagerPolicy": "static"})
+    assert plan["config"]["kubeReserved"] == {"cpu": "500m"}
+    assert plan["remove_cpu_manager_state"]
+    # without the base's CPU reservation the static policy is refused
+    with pytest.raises(KubeletConfigError, match="static policy requires"):
+        plan_change("/etc/kubernetes/kubelet.conf.d/50-numa.conf", None, {"cpuManagerPolicy": "static"}, mode="dropin")
+    # a second run with the file in place changes nothing
+    again = plan_change("/etc/kubernetes/kubelet.conf.d/50-numa.conf", plan["text"], {"cpuManagerPolicy": "static"},
+                        mode="dropin", base_text=base, base_path="/var/lib/kubelet/config.yaml")
+    assert not again["changed"] and not again["restart_required"]
+
+
+@pytest.mark.parametrize("kwargs,message", [
+    (dict(path="/etc/kubelet.conf.d/numa.yaml", current_text=None, settings={}, mode="dropin"), "ending in .conf"),
+    (dict(path="/x.yaml", current_text=None, settings=[], mode="merge"), "must be a mapping"),
+    (dict(path="/x.yaml", current_text=None, settings={}, mode="patch"), "mode 'patch'"),
+    (dict(path="/x.yaml", current_text="a: [", settings={}), "could not be parsed"),
+    (dict(path="/x.json", current_text="{", settings={}), "not valid JSON"),
+    (dict(path="/x.yaml", current_text="- 1\n", settings={}), "does not hold"),
+    (dict(path="/x.yaml", current_text=None, settings={"kind": "Other"}), "sets apiVersion and kind itself"),
+    (dict(path="/x.yaml", current_text=None, settings={"cpuManagerPolicy": "Static"}), "case-sensitive"),
+])
+def test_plan_change_refusals(kwargs, message):
+    with pytest.raises(KubeletConfigError, match=message):
+        plan_change(**kwargs)
+
+
+def test_detect_format():
+    assert detect_format("/a/config.json", "") == "json"
+    assert detect_format("/a/config.yaml", "{}") == "yaml"
+    assert detect_format("/a/40-nodeadm.conf", '{"a": 1}') == "json"
+    assert detect_format("/a/50.conf", "a: 1") == "yaml"

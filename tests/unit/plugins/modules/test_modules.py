@@ -1,0 +1,141 @@
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import json
+import os
+import stat
+
+import yaml
+
+from ansible_collections.numa.kube.plugins.modules import kubelet_config, reserved_memory, topology_facts
+from ansible_collections.numa.kube.tests.unit.plugins.modules.module_runner import run
+from ansible_collections.numa.kube.tests.unit.plugins.sysfs_tree import two_socket_interleaved
+
+KUBEADM = "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\ncgroupDriver: systemd\n"
+SETTINGS = {"cpuManagerPolicy": "static", "kubeReserved": {"cpu": "500m", "memory": "1Gi"},
+            "memoryManagerPolicy": "Static", "reservedMemory": [{"numaNode": 0, "limits": {"memory": "1124Mi"}}]}
+
+
+# topology_facts -------------------------------------------------------------------------------
+
+def test_topology_facts_from_a_recorded_tree(tmp_path):
+    sys_root, proc_root = two_socket_interleaved().write(str(tmp_path))
+    failed, result = run(topology_facts, {"sysfs_root": sys_root, "procfs_root": proc_root}, check_mode=True)
+    assert not failed and result["changed"] is False
+    facts = result["ansible_facts"]["numa_topology"]
+    assert facts["node_ids"] == [0, 1] and facts["cpu_count"] == 16
+
+
+def test_topology_facts_fails_cleanly(tmp_path):
+    failed, result = run(topology_facts, {"sysfs_root": str(tmp_path / "none"), "procfs_root": str(tmp_path)})
+    assert failed and "could not read the NUMA topology" in result["msg"]
+
+
+# reserved_memory ------------------------------------------------------------------------------
+
+def test_reserved_memory_computes():
+    failed, result = run(reserved_memory, {"numa_node_memory": {"0": 2 ** 33, "1": 2 ** 33},
+                                           "kube_reserved": {"memory": "1Gi"}}, check_mode=True)
+    assert not failed and not result["changed"]
+    assert result["reserved_memory_flag"] == "0:memory=562Mi;1:memory=562Mi"
+
+
+def test_reserved_memory_refuses_a_wrong_sum_with_every_problem():
+    failed, result = run(reserved_memory, {
+        "numa_nodes": [0, 1], "kube_reserved": {"memory": "1Gi"},
+        "reserved_memory": [{"numaNode": 0, "limits": {"memory": "1Gi"}}, {"numaNode": 4, "limits": {"memory": "1Mi"}}]})
+    assert failed
+    assert result["msg"].startswith("kubelet would refuse this reservation: ")
+    assert len(result["problems"]) == 2
+    assert 'the total amount "1025Mi" of type "memory" is not equal to the value "1124Mi"' in result["msg"]
+
+
+def test_reserved_memory_needs_nodes():
+    failed, result = run(reserved_memory, {"kube_reserved": {"memory": "1Gi"}})
+    assert failed and "numa_nodes" in result["msg"]
+
+
+# kubelet_config -------------------------------------------------------------------------------
+
+def test_kubelet_config_merge_check_mode_diff_and_idempotence(tmp_path):
+    path = tmp_path / "config.yaml"
+    path.write_text(KUBEADM)
+    os.chmod(str(path), 0o600)
+    args = {"path": str(path), "settings": SETTINGS, "backup": True}
+
+    failed, result = run(kubelet_config, args, check_mode=True, diff=True)
+    assert not failed and result["changed"]
+    assert path.read_text() == KUBEADM, "check mode must not write"
+    assert "cpuManagerPolicy: static" in result["diff"]["after"]
+    assert result["diff"]["before"] == KUBEADM
+    assert result["remove_cpu_manager_state"] and result["remove_memory_manager_state"]
+
+    failed, result = run(kubelet_config, args)
+    assert not failed and result["changed"] and result["restart_required"]
+    written = yaml.safe_load(path.read_text())
+    assert written["cgroupDriver"] == "systemd" and written["memoryManagerPolicy"] == "Static"
+    assert stat.S_IMODE(os.stat(str(path)).st_mode) == 0o600
+    assert open(result["backup_file"]).read() == KUBEADM
+
+    failed, result = run(kubelet_config, args)
+    assert not failed and not result["changed"] and not result["restart_required"]
+    assert not result["remove_cpu_manager_state"] and not result["remove_memory_manager_state"]
+    assert "backup_file" not in result
+
+
+def test_kubelet_config_bad_setting_changes_nothing(tmp_path):
+    path = tmp_path / "config.yaml"
+    path.write_text(KUBEADM)
+    failed, result = run(kubelet_config, {"path": str(path), "settings": {"cpuManagerPolicy": "Static"}})
+    assert failed and "case-sensitive" in result["msg"] and result["problems"]
+    assert path.read_text() == KUBEADM
+
+
+def test_kubelet_config_json_with_file_mode(tmp_path):
+    path = tmp_path / "kubelet-config.json"
+    path.write_text(json.dumps({"kind": "KubeletConfiguration", "maxPods": 29}))
+    failed, result = run(kubelet_config, {"path": str(path), "settings": {"topologyManagerPolicy": "restricted"},
+                                          "mode": "0644"})
+    assert not failed and result["changed"]
+    assert json.loads(path.read_text()) == {"kind": "KubeletConfiguration", "maxPods": 29,
+                                            "topologyManagerPolicy": "restricted"}
+    assert stat.S_IMODE(os.stat(str(path)).st_mode) == 0o644
+
+
+def test_kubelet_config_dropin(tmp_path):
+    base = tmp_path / "config.yaml"
+    base.write_text(KUBEADM + "kubeReserved:\n  cpu: 500m\n")
+    dropin = tmp_path / "conf.d" / "50-numa.conf"
+    dropin.parent.mkdir()
+    args = {"path": str(dropin), "dropin": True, "base_path": str(base), "settings": {"cpuManagerPolicy": "static"},
+            "numa_node_count": 2, "online_cpus": "0-3"}
+    failed, result = run(kubelet_config, args, diff=True)
+    assert not failed and result["changed"] and result["remove_cpu_manager_state"]
+    assert result["diff"]["before_header"] == "/dev/null"
+    assert yaml.safe_load(dropin.read_text()) == {"apiVersion": "kubelet.config.k8s.io/v1beta1",
+                                                  "kind": "KubeletConfiguration", "cpuManagerPolicy": "static"}
+    failed, result = run(kubelet_config, args)
+    assert not failed and not result["changed"]
+
+
+def test_kubelet_config_missing_files(tmp_path):
+    failed, result = run(kubelet_config, {"path": str(tmp_path / "none.yaml"), "settings": {}})
+    assert failed and "create=true" in result["msg"]
+    failed, result = run(kubelet_config, {"path": str(tmp_path / "a.conf"), "dropin": True, "settings": {},
+                                          "base_path": str(tmp_path / "none.yaml")})
+    assert failed and "base_path" in result["msg"]
+    failed, result = run(kubelet_config, {"path": str(tmp_path / "nodir" / "c.yaml"), "settings": {}, "create": True})
+    assert failed and "does not exist" in result["msg"]
+
+
+def test_kubelet_config_create(tmp_path):
+    path = tmp_path / "new.yaml"
+    failed, result = run(kubelet_config, {"path": str(path), "settings": {"cpuManagerPolicy": "none"}, "create": True},
+                         check_mode=True)
+    assert not failed and result["changed"] and not path.exists()
+    failed, result = run(kubelet_config, {"path": str(path), "settings": {"cpuManagerPolicy": "none"}, "create": True})
+    assert not failed and yaml.safe_load(path.read_text())["kind"] == "KubeletConfiguration"
