@@ -11,6 +11,7 @@ STAMP := $(VENV)/.requirements-$(shell sha256sum requirements.txt | cut -c1-16)
 
 export ANSIBLE_COLLECTIONS_PATH := $(COLLECTIONS):$(VENV)/lib/python3.11/site-packages
 export PYTHONPATH := $(COLLECTIONS)
+export PATH := $(BIN):$(PATH)
 export ANSIBLE_PIPELINING := true
 export ANSIBLE_HOST_KEY_CHECKING := false
 export ANSIBLE_NOCOLOR := true

@@ -87,8 +87,9 @@ options:
     type: int
   reserved_memory:
     description:
-      - A C(reservedMemory) list to validate, in KubeletConfiguration form
-        (C([{numaNode: 0, limits: {memory: 1Gi}}])). When omitted, one is computed.
+      - A C(reservedMemory) list to validate, in KubeletConfiguration form - a list of entries
+        with C(numaNode) and C(limits), for example C(numaNode=0) with C(limits) C(memory=1Gi).
+        When omitted, one is computed.
     type: list
     elements: dict
   placement:

@@ -98,8 +98,8 @@ ansible_facts:
           description:
             - One entry per NUMA node with C(id), C(cpus) (sorted online CPU ids), C(cpu_list),
               C(has_cpu), C(has_memory), C(memory_total_bytes), C(memory_free_bytes),
-              C(memory_used_bytes), C(hugepages) (per resource name such as C(hugepages-2Mi):
-              C(page_size_bytes), C(total), C(free)) and C(distances) (node id to distance).
+              C(memory_used_bytes), C(hugepages) (per resource name such as C(hugepages-2Mi), its
+              C(page_size_bytes), C(total) and C(free)) and C(distances) (node id to distance).
           type: list
           elements: dict
           sample:
