@@ -51,7 +51,7 @@ units: venv
 	@bash tools/run-tiers units
 
 demo: venv
-	$(BIN)/ansible-playbook -i localhost, -c local playbooks/demo_local.yml
+	$(BIN)/ansible-playbook -i inventories/localhost/hosts.yml playbooks/demo_local.yml
 
 clean:
 	rm -rf $(VENV) tests/output .pytest_cache .coverage coverage.xml
