@@ -1,13 +1,20 @@
 """Make the collection importable as ansible_collections.numa.kube when pytest runs directly."""
+import importlib.util
 import os
 import sys
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 _COLLECTIONS = os.path.join(_HERE, ".venv", "collections")
 
-try:
-    import ansible_collections.numa.kube  # noqa: F401
-except ImportError:
+
+def _importable():
+    try:
+        return importlib.util.find_spec("ansible_collections.numa.kube") is not None
+    except ImportError:
+        return False
+
+
+if not _importable():
     _LINK = os.path.join(_COLLECTIONS, "ansible_collections", "numa", "kube")
     if not os.path.exists(_LINK):
         os.makedirs(os.path.dirname(_LINK), exist_ok=True)

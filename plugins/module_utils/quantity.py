@@ -18,6 +18,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import math
 import re
 from fractions import Fraction
 
@@ -78,7 +79,7 @@ class Quantity(object):
         if isinstance(text, int):
             return cls(text, DECIMAL_SI)
         if isinstance(text, float):
-            if text != text or text in (float("inf"), float("-inf")):
+            if math.isnan(text) or math.isinf(text):
                 raise QuantityError("%r is not a finite number" % (text,))
             text = repr(text)
         if not isinstance(text, str):

@@ -359,7 +359,7 @@ def check_reserved_memory(parsed, numa_nodes, requirement, node_memory=None):
     """Check a parsed reservedMemory against the machine and kubelet's required totals."""
     problems = []
     known = set(numa_nodes)
-    for node, _ in parsed:
+    for node, dummy in parsed:
         if node not in known:
             problems.append("the reserved memory configuration references a NUMA node %d that does not "
                             "exist on this machine (nodes: %s); reserve memory only on those nodes"

@@ -28,7 +28,7 @@ description:
     C(memory_manager_state) must be removed before it can start. The module itself never restarts
     kubelet nor removes state.
 author:
-  - numa.kube contributors
+  - numa.kube contributors (@numa-kube)
 options:
   path:
     description:
@@ -83,8 +83,10 @@ extends_documentation_fragment:
 attributes:
   check_mode:
     support: full
+    description: Nothing is written in check mode; the results are those a real run would give.
   diff_mode:
     support: full
+    description: Shows the file before and after, in the file's own format.
 seealso:
   - module: numa.kube.reserved_memory
   - name: KubeletConfiguration reference

@@ -24,7 +24,7 @@ description:
     sum required and where each part of it comes from, and how to fix it. The module never changes
     the node.
 author:
-  - numa.kube contributors
+  - numa.kube contributors (@numa-kube)
 options:
   numa_nodes:
     description:
@@ -108,8 +108,10 @@ options:
 attributes:
   check_mode:
     support: full
+    description: Nothing is written in check mode; the results are those a real run would give.
   diff_mode:
     support: none
+    description: The module changes nothing, so there is nothing to show.
 notes:
   - kubelet accepts only C(cpu), C(memory), C(ephemeral-storage) and C(pid) in kubeReserved and
     systemReserved, so the total it demands for any C(hugepages-<size>) type is always 0; a huge

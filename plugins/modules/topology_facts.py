@@ -22,7 +22,7 @@ description:
     as one node C(0) holding every online CPU and all memory, with C(numa_enabled=false).
   - Reads only; never changes the node.
 author:
-  - numa.kube contributors
+  - numa.kube contributors (@numa-kube)
 options:
   sysfs_root:
     description:
@@ -42,10 +42,13 @@ options:
 attributes:
   check_mode:
     support: full
+    description: Nothing is written in check mode; the results are those a real run would give.
   diff_mode:
     support: none
+    description: The module changes nothing, so there is nothing to show.
   facts:
     support: full
+    description: Returns the fact C(numa_topology).
 notes:
   - A PCI device whose C(numa_node) is C(-1) in sysfs has no NUMA affinity; it is reported with
     C(numa_node=null). Devices that sit on another node than a pod's CPUs are what make the

@@ -149,9 +149,9 @@ def two_socket_interleaved(hyperthreading=True):
                 cpu = thread * per_socket * 2 + core * 2 + socket
                 cpus[cpu] = (socket, core)
     nodes = {
-        0: dict(cpus=sorted(c for c, (s, _) in cpus.items() if s == 0), mem_kb=8 * 1024 * 1024,
+        0: dict(cpus=sorted(c for c, (s, dummy) in cpus.items() if s == 0), mem_kb=8 * 1024 * 1024,
                 free_kb=6 * 1024 * 1024, hugepages={2048: (512, 500), 1048576: (2, 2)}),
-        1: dict(cpus=sorted(c for c, (s, _) in cpus.items() if s == 1), mem_kb=8 * 1024 * 1024,
+        1: dict(cpus=sorted(c for c, (s, dummy) in cpus.items() if s == 1), mem_kb=8 * 1024 * 1024,
                 free_kb=7 * 1024 * 1024, hugepages={2048: (512, 512), 1048576: (0, 0)}),
     }
     return Machine(nodes=nodes, cpus=cpus, distances=[[10, 21], [21, 10]])

@@ -359,8 +359,9 @@ def test_computed_reservations_always_pass_validation(kube, system, distribution
     again = plan(numa_nodes=list(range(node_count)), kube_reserved={"memory": str(kube)},
                  system_reserved={"memory": str(system)}, distribution=distribution,
                  reserved_memory=result["reserved_memory"])
+
     def values(entries):
         return [(e["numaNode"], Quantity.parse(e["limits"]["memory"]).value) for e in entries]
 
     assert values(again["reserved_memory"]) == values(result["reserved_memory"])
-    assert sum(v for _, v in values(result["reserved_memory"])) == result["required_bytes"].get("memory", 0)
+    assert sum(v for dummy, v in values(result["reserved_memory"])) == result["required_bytes"].get("memory", 0)
