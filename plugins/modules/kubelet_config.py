@@ -174,6 +174,7 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.common.text.converters import to_bytes, to_native
 
 from ansible_collections.numa.kube.plugins.module_utils.kubelet_config import KubeletConfigError, plan_change
+from ansible_collections.numa.kube.plugins.module_utils.topology import parse_cpu_list
 
 
 def _read(path):
@@ -211,17 +212,15 @@ def main():
         base_text = _read(params["base_path"])
         if base_text is None:
             module.fail_json(msg="base_path %s does not exist" % params["base_path"])
-    online = None
-    if params["online_cpus"]:
-        from ansible_collections.numa.kube.plugins.module_utils.topology import parse_cpu_list
-
-        online = parse_cpu_list(params["online_cpus"])
     try:
+        online = parse_cpu_list(params["online_cpus"]) if params["online_cpus"] else None
         plan = plan_change(path, current, params["settings"], mode, params["format"], base_text,
                            params["base_path"], params["numa_node_count"], online)
     except KubeletConfigError as exc:
         module.fail_json(msg="kubelet would refuse this configuration: " + " | ".join(exc.problems),
                          problems=exc.problems)
+    except ValueError as exc:
+        module.fail_json(msg="online_cpus %r is not a CPU list such as 0-15: %s" % (params["online_cpus"], exc))
     result = dict(
         changed=plan["changed"],
         config=plan["config"],

@@ -139,3 +139,11 @@ def test_kubelet_config_create(tmp_path):
     assert not failed and result["changed"] and not path.exists()
     failed, result = run(kubelet_config, {"path": str(path), "settings": {"cpuManagerPolicy": "none"}, "create": True})
     assert not failed and yaml.safe_load(path.read_text())["kind"] == "KubeletConfiguration"
+
+
+def test_kubelet_config_bad_online_cpus(tmp_path):
+    path = tmp_path / "config.yaml"
+    path.write_text(KUBEADM)
+    failed, result = run(kubelet_config, {"path": str(path), "settings": {}, "online_cpus": "0-x"})
+    assert failed and "online_cpus '0-x'" in result["msg"]
+    assert path.read_text() == KUBEADM
