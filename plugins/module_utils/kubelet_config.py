@@ -18,6 +18,7 @@ import difflib
 import json
 import math
 
+from ansible_collections.numa.kube.plugins.module_utils.errors import ProblemsError
 from ansible_collections.numa.kube.plugins.module_utils.quantity import Quantity, QuantityError
 from ansible_collections.numa.kube.plugins.module_utils.reservation import (
     ReservationError,
@@ -80,14 +81,8 @@ DEFAULTS = {
 _CPU_STATE_FIELDS = ("cpuManagerPolicy", "cpuManagerPolicyOptions", "reservedSystemCPUs")
 
 
-class KubeletConfigError(ValueError):
-    """A setting kubelet would refuse. ``problems`` lists every finding."""
-
-    def __init__(self, problems):
-        if isinstance(problems, str):
-            problems = [problems]
-        self.problems = list(problems)
-        ValueError.__init__(self, "; ".join(self.problems))
+class KubeletConfigError(ProblemsError):
+    """A setting kubelet would refuse."""
 
 
 def merge_patch(target, patch):

@@ -19,6 +19,7 @@ __metaclass__ = type
 import re
 import struct
 
+from ansible_collections.numa.kube.plugins.module_utils.errors import ProblemsError
 from ansible_collections.numa.kube.plugins.module_utils.quantity import (
     BINARY_SI,
     Quantity,
@@ -59,14 +60,8 @@ KUBELET_DEFAULT_EVICTION_HARD = DEFAULT_EVICTION_HARD["kubeadm"]
 _HUGEPAGE_NAME = re.compile(r"^hugepages-(.+)$")
 
 
-class ReservationError(ValueError):
-    """A reservation input or layout that kubelet would refuse. ``problems`` lists every finding."""
-
-    def __init__(self, problems):
-        if isinstance(problems, str):
-            problems = [problems]
-        self.problems = list(problems)
-        ValueError.__init__(self, "; ".join(self.problems))
+class ReservationError(ProblemsError):
+    """A reservation input or layout that kubelet would refuse."""
 
 
 def is_memory_type(name):
