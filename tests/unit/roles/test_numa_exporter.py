@@ -1,0 +1,89 @@
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The exporter script the numa_exporter role installs, served for real on 127.0.0.1 and scraped."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import importlib.util
+import json
+import os
+import threading
+import urllib.request
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from ansible_collections.numa.kube.tests.unit.plugins.sysfs_tree import two_socket_interleaved
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+SCRIPT = os.path.join(ROOT, "roles", "numa_exporter", "files", "numa_exporter.py")
+
+
+def load_script():
+    spec = importlib.util.spec_from_file_location("numa_exporter_script", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture
+def served(tmp_path):
+    """Run the exporter on an ephemeral loopback port; yield a function that scrapes it."""
+    script = load_script()
+    sys_root, proc_root = two_socket_interleaved().write(str(tmp_path / "m"))
+    kubelet = tmp_path / "kubelet"
+    kubelet.mkdir()
+    args = script.parse_args(["--listen-address", "127.0.0.1", "--port", "0", "--sysfs-root", sys_root,
+                              "--procfs-root", proc_root, "--kubelet-root", str(kubelet), "--lib", ""])
+    port = []
+    bound = threading.Event()
+    stop = threading.Event()
+
+    def ready(number):
+        port.append(number)
+        bound.set()
+
+    thread = threading.Thread(target=script.serve, args=(args, ready, stop))
+    thread.start()
+    assert bound.wait(30), "the exporter did not start"
+
+    def scrape():
+        with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % port[0], timeout=30) as response:
+            text = response.read().decode()
+        samples = {}
+        for family in text_string_to_metric_families(text):
+            for sample in family.samples:
+                samples[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
+        return samples
+
+    yield scrape, kubelet, tmp_path
+    stop.set()
+    thread.join(30)
+
+
+def test_scrape_reports_each_node(served):
+    scrape, dummy, dummy2 = served
+    samples = scrape()
+    assert samples[("numa_node_cpus_count", (("numa_node", "0"),))] == 8
+    assert samples[("numa_node_cpus_count", (("numa_node", "1"),))] == 8
+    assert samples[("numa_node_memory_total_bytes", (("numa_node", "1"),))] == 8 * 2 ** 30
+    assert samples[("numa_node_distance", (("numa_node", "0"), ("to_node", "1")))] == 21
+    assert samples[("numa_exporter_scrape_error", ())] == 0
+
+
+def test_every_scrape_reads_the_node_afresh(served):
+    scrape, kubelet, dummy = served
+    assert ("numa_node_cpus_exclusive", (("numa_node", "0"),)) not in scrape()
+    (kubelet / "cpu_manager_state").write_text(json.dumps(
+        {"policyName": "static", "defaultCpuSet": "", "entries": {"p": {"c": "0,2"}}}))
+    assert scrape()[("numa_node_cpus_exclusive", (("numa_node", "0"),))] == 2
+
+
+def test_a_broken_node_is_a_scrape_error_not_a_crash(served):
+    scrape, dummy, tmp_path = served
+    (tmp_path / "m" / "sys" / "devices" / "system" / "cpu" / "online").write_text("3-1\n")
+    samples = scrape()
+    assert samples[("numa_exporter_scrape_error", ())] == 1
+    assert ("numa_node_cpus_count", (("numa_node", "0"),)) not in samples
