@@ -168,20 +168,11 @@ problems:
   elements: str
 """
 
-import os
-
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.common.text.converters import to_bytes, to_native
 
+from ansible_collections.numa.kube.plugins.module_utils import file_update
 from ansible_collections.numa.kube.plugins.module_utils.kubelet_config import KubeletConfigError, plan_change
 from ansible_collections.numa.kube.plugins.module_utils.topology import parse_cpu_list
-
-
-def _read(path):
-    if not os.path.exists(path):
-        return None
-    with open(path, "rb") as handle:
-        return to_native(handle.read(), errors="surrogate_or_strict")
 
 
 def main():
@@ -202,14 +193,14 @@ def main():
     )
     params = module.params
     path = params["path"]
-    current = _read(path)
+    current = file_update.read_text(path)
     mode = "dropin" if params["dropin"] else "merge"
     if current is None and mode == "merge" and not params["create"]:
         module.fail_json(msg="%s does not exist; point path at the kubelet configuration in use, or set "
                              "create=true to start a new one" % path)
     base_text = None
     if params["base_path"]:
-        base_text = _read(params["base_path"])
+        base_text = file_update.read_text(params["base_path"])
         if base_text is None:
             module.fail_json(msg="base_path %s does not exist" % params["base_path"])
     try:
@@ -230,21 +221,9 @@ def main():
         remove_memory_manager_state=plan["remove_memory_manager_state"],
     )
     if module._diff:
-        result["diff"] = dict(before=current or "", after=plan["text"],
-                              before_header=path if current is not None else "/dev/null", after_header=path)
-    if plan["changed"] and not module.check_mode:
-        if params["backup"] and current is not None:
-            result["backup_file"] = module.backup_local(path)
-        directory = os.path.dirname(path) or "."
-        if not os.path.isdir(directory):
-            module.fail_json(msg="folder %s does not exist" % directory)
-        temp = os.path.join(directory, ".%s.numa-kube.tmp" % os.path.basename(path))
-        with open(temp, "wb") as handle:
-            handle.write(to_bytes(plan["text"]))
-        module.atomic_move(temp, path, unsafe_writes=params.get("unsafe_writes", False))
-    file_args = module.load_file_common_arguments(params, path=path)
-    if os.path.exists(path):
-        result["changed"] = module.set_fs_attributes_if_different(file_args, result["changed"])
+        result["diff"] = file_update.diff(path, current, plan["text"])
+    result["changed"] = file_update.apply(module, path, current, plan["text"], plan["changed"], result,
+                                          backup=params["backup"])
     module.exit_json(**result)
 
 

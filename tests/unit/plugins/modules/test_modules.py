@@ -11,7 +11,7 @@ import stat
 
 import yaml
 
-from ansible_collections.numa.kube.plugins.modules import kubelet_config, reserved_memory, topology_facts
+from ansible_collections.numa.kube.plugins.modules import containerd_nri, kubelet_config, reserved_memory, topology_facts
 from ansible_collections.numa.kube.tests.unit.plugins.modules.module_runner import run
 from ansible_collections.numa.kube.tests.unit.plugins.sysfs_tree import two_socket_interleaved
 
@@ -147,3 +147,48 @@ def test_kubelet_config_bad_online_cpus(tmp_path):
     failed, result = run(kubelet_config, {"path": str(path), "settings": {}, "online_cpus": "0-x"})
     assert failed and "online_cpus '0-x'" in result["msg"]
     assert path.read_text() == KUBEADM
+
+
+# containerd_nri -------------------------------------------------------------------------------
+
+CONTAINERD_17 = 'version = 2\n# keep this comment\n[plugins."io.containerd.nri.v1.nri"]\n  disable = true\n'
+
+
+def test_containerd_nri_check_mode_then_apply_then_idempotent(tmp_path):
+    path = tmp_path / "containerd" / "config.toml"
+    path.parent.mkdir()
+    path.write_text(CONTAINERD_17)
+    args = {"path": str(path), "containerd_version": "containerd github.com/containerd/containerd 1.7.24~ds1",
+            "backup": True}
+    failed, result = run(containerd_nri, args, check_mode=True, diff=True)
+    assert not failed and result["changed"] and path.read_text() == CONTAINERD_17
+    assert "disable = false" in result["diff"]["after"]
+    failed, result = run(containerd_nri, args)
+    assert not failed and result["changed"] and result["restart_required"]
+    assert path.read_text() == CONTAINERD_17.replace("disable = true", "disable = false")
+    assert open(result["backup_file"]).read() == CONTAINERD_17
+    assert result["containerd_version"] == "1.7.24" and result["config_version"] == 2
+    assert result["socket_path"] == "/var/run/nri/nri.sock"
+    failed, result = run(containerd_nri, args)
+    assert not failed and not result["changed"] and not result["restart_required"]
+
+
+def test_containerd_nri_creates_the_file_and_folder(tmp_path):
+    path = tmp_path / "etc" / "containerd" / "config.toml"
+    failed, result = run(containerd_nri, {"path": str(path), "containerd_version": "1.7.24"})
+    assert not failed and result["changed"]
+    assert 'disable = false' in path.read_text()
+
+
+def test_containerd_nri_refuses_old_containerd_and_changes_nothing(tmp_path):
+    path = tmp_path / "config.toml"
+    path.write_text(CONTAINERD_17)
+    failed, result = run(containerd_nri, {"path": str(path), "containerd_version": "1.6.20~ds1"})
+    assert failed and "needs containerd 1.7 or newer" in result["msg"]
+    assert path.read_text() == CONTAINERD_17
+
+
+def test_containerd_nri_without_containerd_installed(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path))
+    failed, result = run(containerd_nri, {"path": str(tmp_path / "config.toml")})
+    assert failed and "containerd" in result["msg"]

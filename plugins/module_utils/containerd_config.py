@@ -1,0 +1,215 @@
+# -*- coding: utf-8 -*-
+# Copyright: numa.kube contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Switch containerd's NRI plugin on or off in config.toml, leaving the rest of the file as it is.
+
+NRI lives in the table ``[plugins."io.containerd.nri.v1.nri"]`` in config version 2 (containerd
+1.7, where it is disabled by default) and version 3 (containerd 2.x, enabled by default). The file
+is edited line by line so that comments, order and formatting survive; only the keys asked for
+change, and a missing table is appended.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import json
+import re
+
+from ansible_collections.numa.kube.plugins.module_utils.errors import ProblemsError
+
+NRI_PLUGIN = "io.containerd.nri.v1.nri"
+NRI_DEFAULTS = {
+    "disable_connections": False,
+    "plugin_config_path": "/etc/nri/conf.d",
+    "plugin_path": "/opt/nri/plugins",
+    "plugin_registration_timeout": "5s",
+    "plugin_request_timeout": "2s",
+    "socket_path": "/var/run/nri/nri.sock",
+}
+NRI_KEYS = ("disable",) + tuple(sorted(NRI_DEFAULTS))
+
+_HEADER = re.compile(r"""^\s*\[\s*plugins\s*\.\s*(?:"io\.containerd\.nri\.v1\.nri"|'io\.containerd\.nri\.v1\.nri')\s*\]\s*(?:#.*)?$""")
+_ANY_TABLE = re.compile(r"^\s*\[")
+_VERSION = re.compile(r"^\s*version\s*=\s*(\d+)\s*(?:#.*)?$")
+_CONTAINERD_VERSION = re.compile(r"\bv?(\d+)\.(\d+)\.(\d+)")
+
+
+class ContainerdConfigError(ProblemsError):
+    """A containerd or configuration that NRI cannot be set up on."""
+
+
+def parse_containerd_version(text):
+    """``containerd github.com/containerd/containerd 1.7.24~ds1 ...`` -> (1, 7, 24)."""
+    for word in (text or "").split():
+        match = _CONTAINERD_VERSION.match(word)
+        if match:
+            return tuple(int(part) for part in match.groups())
+    raise ContainerdConfigError("cannot find a version in %r (expected the output of containerd --version)" % (text,))
+
+
+def config_version(text):
+    """The ``version`` of a config.toml, or None when the file does not set one."""
+    for line in (text or "").splitlines():
+        if _ANY_TABLE.match(line):
+            break
+        match = _VERSION.match(line)
+        if match:
+            return int(match.group(1))
+    return None
+
+
+def toml_value(value):
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, str):
+        return json.dumps(value)
+    raise ContainerdConfigError("%r cannot be written as an NRI setting (use a string, number or boolean)" % (value,))
+
+
+def _section(lines):
+    """(start, end) line indexes of the NRI table (header included), or None."""
+    for index, line in enumerate(lines):
+        if _HEADER.match(line):
+            end = index + 1
+            while end < len(lines) and not _ANY_TABLE.match(lines[end]):
+                end += 1
+            return index, end
+    return None
+
+
+def _key_line(key):
+    return re.compile(r"^(\s*)(?:%s|\"%s\")\s*=" % (re.escape(key), re.escape(key)))
+
+
+def desired_settings(enabled, settings):
+    problems = []
+    wanted = {}
+    for key, value in sorted((settings or {}).items()):
+        if key not in NRI_DEFAULTS:
+            problems.append("NRI setting %r is not one of %s" % (key, ", ".join(sorted(NRI_DEFAULTS))))
+            continue
+        if isinstance(NRI_DEFAULTS[key], bool) and not isinstance(value, bool):
+            problems.append("NRI setting %s must be true or false, got %r" % (key, value))
+            continue
+        if isinstance(NRI_DEFAULTS[key], str) and not isinstance(value, str):
+            problems.append("NRI setting %s must be a string such as %r, got %r" % (key, NRI_DEFAULTS[key], value))
+            continue
+        wanted[key] = value
+    if problems:
+        raise ContainerdConfigError(problems)
+    wanted["disable"] = not enabled
+    return wanted
+
+
+def plan_nri(text, containerd_version, enabled=True, settings=None):
+    """Return (new_text, effective) for switching NRI on or off; new_text == text when nothing changes.
+
+    ``effective`` is the NRI configuration containerd will run with afterwards (defaults filled in).
+    """
+    version = containerd_version
+    if version < (1, 7, 0):
+        raise ContainerdConfigError(
+            "containerd %s has no NRI support: NRI needs containerd 1.7 or newer (Debian 12 ships 1.6; Debian 13 and "
+            "containerd.io 1.7+ have it). Upgrade containerd first." % ".".join(str(p) for p in version))
+    text = text or ""
+    file_version = config_version(text)
+    if text.strip() and file_version is None:
+        raise ContainerdConfigError(
+            "the containerd configuration has no 'version' line, so it is config version 1, whose plugin names "
+            "differ; regenerate it with 'containerd config default' (version 2 or 3) and carry your changes over")
+    if file_version is not None and file_version < 2:
+        raise ContainerdConfigError("containerd config version %d is not supported; use version 2 (containerd 1.7) "
+                                    "or 3 (containerd 2.x)" % file_version)
+    if version >= (2, 0, 0):
+        default_disabled = False
+    else:
+        default_disabled = True
+        if file_version is not None and file_version > 2:
+            raise ContainerdConfigError("containerd %s reads config version 2, but the file says version %d"
+                                        % (".".join(str(p) for p in version), file_version))
+    wanted = desired_settings(enabled, settings)
+    lines = text.splitlines()
+    section = _section(lines)
+    current = {}
+    if section:
+        for line in lines[section[0] + 1:section[1]]:
+            for key in NRI_KEYS:
+                if _key_line(key).match(line):
+                    current[key] = line.split("=", 1)[1].split("#", 1)[0].strip()
+    changes = {}
+    for key, value in wanted.items():
+        rendered = toml_value(value)
+        if key in current:
+            if current[key] != rendered:
+                changes[key] = rendered
+        else:
+            default = default_disabled if key == "disable" else NRI_DEFAULTS[key]
+            if value != default:
+                changes[key] = rendered
+    effective = dict(NRI_DEFAULTS)
+    effective["disable"] = default_disabled
+    for key, raw in current.items():
+        effective[key] = _parse_scalar(raw)
+    effective.update(wanted)
+    if not changes:
+        return text, effective
+    new_lines = list(lines)
+    if section:
+        start, end = section
+        indent = "  "
+        last_key = start
+        for index in range(start + 1, end):
+            stripped = new_lines[index].strip()
+            if stripped and not stripped.startswith("#"):
+                last_key = index
+                indent = new_lines[index][:len(new_lines[index]) - len(new_lines[index].lstrip())]
+        inserts = []
+        for key in sorted(changes):
+            pattern = _key_line(key)
+            for index in range(start + 1, end):
+                match = pattern.match(new_lines[index])
+                if match:
+                    new_lines[index] = "%s%s = %s" % (match.group(1), key, changes[key])
+                    break
+            else:
+                inserts.append("%s%s = %s" % (indent, key, changes[key]))
+        new_lines[last_key + 1:last_key + 1] = inserts
+    else:
+        if not lines:
+            new_lines = ["version = %d" % (3 if version >= (2, 0, 0) else 2)]
+        if new_lines and new_lines[-1].strip():
+            new_lines.append("")
+        new_lines.append('[plugins."%s"]' % NRI_PLUGIN)
+        new_lines.extend("  %s = %s" % (key, changes[key]) for key in sorted(changes))
+    return "\n".join(new_lines) + "\n", effective
+
+
+def check_toml(new_text, enabled):
+    """Parse the result with tomllib where Python has it (3.11+) and confirm NRI's state."""
+    try:
+        import tomllib
+    except ImportError:
+        return False
+    try:
+        document = tomllib.loads(new_text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ContainerdConfigError("the edited configuration is not valid TOML (%s); nothing was written" % exc)
+    nri = document.get("plugins", {}).get(NRI_PLUGIN, {})
+    if "disable" in nri and nri["disable"] is enabled:
+        raise ContainerdConfigError("the edited configuration still has NRI disable = %s; nothing was written"
+                                    % toml_value(nri["disable"]))
+    return True
+
+
+def _parse_scalar(raw):
+    if raw in ("true", "false"):
+        return raw == "true"
+    if raw[:1] in ('"', "'") and raw[-1:] == raw[:1]:
+        return raw[1:-1]
+    try:
+        return int(raw)
+    except ValueError:
+        return raw
