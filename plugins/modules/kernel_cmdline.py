@@ -1,0 +1,214 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: numa.kube contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+---
+module: kernel_cmdline
+short_description: Ensure kernel command-line parameters are present or absent for the next boot
+version_added: "0.1.0"
+description:
+  - Ensures kernel parameters such as C(mem_sampling_on) and C(numa_icon=enable) (openEuler NUMA-Fast)
+    are present, or absent, on the kernel command line of future boots.
+  - With grubby (RHEL family, openEuler, Fedora) every installed kernel is updated through
+    C(grubby --update-kernel=ALL), which also carries to kernels installed later.
+  - Elsewhere (Debian, Ubuntu) the C(GRUB_CMDLINE_LINUX) line of C(/etc/default/grub) is edited,
+    keeping the rest of the file; the caller then regenerates grub.cfg (C(grub_update_required)).
+    grub.cfg itself is never edited.
+  - Compares with C(/proc/cmdline) and reports whether a reboot is needed for the running kernel to
+    have the wanted state. Never reboots.
+author:
+  - numa.kube contributors (@numa-kube)
+options:
+  present:
+    description: Parameters that must be on the command line (C(name) or C(name=value)).
+    type: list
+    elements: str
+    default: []
+  absent:
+    description:
+      - Parameters that must not be. C(name) removes it with any value; C(name=value) only that pair.
+    type: list
+    elements: str
+    default: []
+  method:
+    description: C(grubby) or C(grub_default); C(auto) uses grubby where it is installed.
+    type: str
+    choices: [auto, grubby, grub_default]
+    default: auto
+  grub_default_path:
+    description: The grub defaults file, for O(method=grub_default).
+    type: path
+    default: /etc/default/grub
+  variable:
+    description: The variable of the grub defaults file that holds the parameters.
+    type: str
+    default: GRUB_CMDLINE_LINUX
+  proc_cmdline_path:
+    description: Where to read the running kernel's command line.
+    type: path
+    default: /proc/cmdline
+  backup:
+    description: Keep a timestamped copy of the grub defaults file before changing it.
+    type: bool
+    default: false
+extends_documentation_fragment:
+  - ansible.builtin.files
+attributes:
+  check_mode:
+    support: full
+    description: Nothing is written and grubby is only asked for information in check mode.
+  diff_mode:
+    support: full
+    description: Shows the grub defaults file, or the kernels' arguments, before and after.
+seealso:
+  - name: linux-system-roles bootloader
+    description: A role that manages boot entries with grubby.
+    link: https://github.com/linux-system-roles/bootloader
+"""
+
+EXAMPLES = r"""
+- name: openEuler NUMA-Fast parameters
+  numa.kube.kernel_cmdline:
+    present: [mem_sampling_on, numa_icon=enable]
+  register: cmdline
+
+- name: Regenerate grub.cfg on Debian
+  ansible.builtin.command: update-grub
+  when: cmdline.grub_update_required
+  changed_when: true
+
+- name: Take a parameter away again
+  numa.kube.kernel_cmdline:
+    absent: [numa_icon]
+"""
+
+RETURN = r"""
+method:
+  description: How the parameters were changed.
+  returned: success
+  type: str
+  sample: grub_default
+params:
+  description: For grub_default, the parameters of the variable after the change.
+  returned: success
+  type: list
+  elements: str
+  sample: [quiet, mem_sampling_on, numa_icon=enable]
+kernels:
+  description: For grubby, each kernel with its arguments after the change.
+  returned: when method is grubby
+  type: list
+  elements: dict
+  sample: [{kernel: /boot/vmlinuz-6.6.0, args: [ro, mem_sampling_on]}]
+grub_update_required:
+  description: Whether grub.cfg must be regenerated (update-grub or grub2-mkconfig) - grub_default only.
+  returned: success
+  type: bool
+  sample: true
+active:
+  description: Whether the running kernel's command line already has the wanted state.
+  returned: success
+  type: bool
+  sample: false
+reboot_required:
+  description: Whether a reboot is needed for the running kernel to have the wanted state.
+  returned: success
+  type: bool
+  sample: true
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.numa.kube.plugins.module_utils import file_update
+from ansible_collections.numa.kube.plugins.module_utils.kernel_cmdline import (
+    KernelCmdlineError,
+    apply_params,
+    check_params,
+    parse_grubby_info,
+    plan_grub_default,
+    satisfied,
+)
+
+
+def _grubby(module, present, absent, result):
+    grubby = module.get_bin_path("grubby", required=True)
+    rc, out, err = module.run_command([grubby, "--info=ALL"])
+    if rc != 0:
+        module.fail_json(msg="grubby --info=ALL failed: %s" % (err or out))
+    kernels = parse_grubby_info(out)
+    if not kernels:
+        module.fail_json(msg="grubby lists no kernels; is this host booted through a grubby-managed loader?")
+    after = [dict(kernel=k["kernel"], args=apply_params(k["args"], present, absent)) for k in kernels]
+    changed = any(a["args"] != k["args"] for a, k in zip(after, kernels))
+    if module._diff:
+        result["diff"] = dict(before="".join("%s: %s\n" % (k["kernel"], " ".join(k["args"])) for k in kernels),
+                              after="".join("%s: %s\n" % (k["kernel"], " ".join(k["args"])) for k in after))
+    if changed and not module.check_mode:
+        command = [grubby, "--update-kernel=ALL"]
+        if present:
+            command.append("--args=%s" % " ".join(present))
+        if absent:
+            command.append("--remove-args=%s" % " ".join(absent))
+        rc, out, err = module.run_command(command)
+        if rc != 0:
+            module.fail_json(msg="%s failed: %s" % (" ".join(command), err or out))
+    result.update(kernels=after, params=after[0]["args"], grub_update_required=False)
+    return changed
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            present=dict(type="list", elements="str", default=[]),
+            absent=dict(type="list", elements="str", default=[]),
+            method=dict(type="str", default="auto", choices=["auto", "grubby", "grub_default"]),
+            grub_default_path=dict(type="path", default="/etc/default/grub"),
+            variable=dict(type="str", default="GRUB_CMDLINE_LINUX"),
+            proc_cmdline_path=dict(type="path", default="/proc/cmdline"),
+            backup=dict(type="bool", default=False),
+        ),
+        add_file_common_args=True,
+        supports_check_mode=True,
+    )
+    params = module.params
+    present, absent = params["present"], params["absent"]
+    problems = check_params(present, "present") + check_params(absent, "absent")
+    clash = sorted(set(present) & set(absent))
+    if clash:
+        problems.append("%s cannot be both present and absent" % ", ".join(clash))
+    if problems:
+        module.fail_json(msg=" | ".join(problems), problems=problems)
+    method = params["method"]
+    if method == "auto":
+        method = "grubby" if module.get_bin_path("grubby") else "grub_default"
+    result = dict(method=method)
+    if method == "grubby":
+        changed = _grubby(module, present, absent, result)
+    else:
+        path = params["grub_default_path"]
+        current = file_update.read_text(path)
+        if current is None:
+            module.fail_json(msg="%s does not exist; is grub installed? Set method or grub_default_path" % path)
+        try:
+            new_text, dummy, new_params = plan_grub_default(current, params["variable"], present, absent)
+        except KernelCmdlineError as exc:
+            module.fail_json(msg=" | ".join(exc.problems), problems=exc.problems)
+        changed = new_text != current
+        if module._diff:
+            result["diff"] = file_update.diff(path, current, new_text)
+        changed = file_update.apply(module, path, current, new_text, changed, result, backup=params["backup"])
+        result.update(params=new_params, grub_update_required=new_text != current)
+    running = (file_update.read_text(params["proc_cmdline_path"]) or "").split()
+    result["active"] = satisfied(running, present, absent)
+    result["reboot_required"] = not result["active"]
+    module.exit_json(changed=changed, **result)
+
+
+if __name__ == "__main__":
+    main()
