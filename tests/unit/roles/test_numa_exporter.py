@@ -87,3 +87,31 @@ def test_a_broken_node_is_a_scrape_error_not_a_crash(served):
     samples = scrape()
     assert samples[("numa_exporter_scrape_error", ())] == 1
     assert ("numa_node_cpus_count", (("numa_node", "0"),)) not in samples
+
+
+def test_the_files_the_role_installs_are_enough_to_run(tmp_path):
+    """Copy exactly what tasks/main.yml installs and import the exporter's code from there alone."""
+    import shutil
+    import subprocess
+    import sys
+
+    import yaml
+
+    tasks = yaml.safe_load(open(os.path.join(ROOT, "roles", "numa_exporter", "tasks", "main.yml")))
+    install = next(t for t in tasks if t["name"] == "Install the collection code the exporter imports")
+    lib = tmp_path / "lib"
+    target = lib / "ansible_collections" / "numa" / "kube" / "plugins" / "module_utils"
+    target.mkdir(parents=True)
+    for name in install["loop"]:
+        shutil.copy(os.path.join(ROOT, "plugins", "module_utils", name), str(target / name))
+    shutil.copy(SCRIPT, str(tmp_path / "numa_exporter.py"))
+    sys_root, proc_root = two_socket_interleaved().write(str(tmp_path / "m"))
+    code = ("import sys; sys.path.insert(0, %r); import numa_exporter as e; "
+            "a = e.parse_args(['--lib', %r, '--sysfs-root', %r, '--procfs-root', %r]); "
+            "r = e.build_registry(a); print(r.get_sample_value('numa_node_cpus_count', {'numa_node': '1'}))"
+            % (str(tmp_path), str(lib), sys_root, proc_root))
+    env = dict((k, v) for k, v in os.environ.items() if k != "PYTHONPATH")
+    done = subprocess.run([sys.executable, "-I", "-c", code], cwd=str(tmp_path), env=env, capture_output=True,
+                          text=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "8.0"
