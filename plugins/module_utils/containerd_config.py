@@ -187,6 +187,24 @@ def plan_nri(text, containerd_version, enabled=True, settings=None):
     return "\n".join(new_lines) + "\n", effective
 
 
+def nri_disabled(text, containerd_version=None):
+    """Whether a configuration (e.g. ``containerd config dump``) leaves NRI disabled.
+
+    An explicit ``disable`` in the NRI table wins; otherwise the default of the containerd version
+    decides (off before 2.0), or None when the version is not given.
+    """
+    lines = (text or "").splitlines()
+    section = _section(lines)
+    if section:
+        pattern = _key_line("disable")
+        for line in lines[section[0] + 1:section[1]]:
+            if pattern.match(line):
+                return _parse_scalar(line.split("=", 1)[1].split("#", 1)[0].strip()) is True
+    if containerd_version is None:
+        return None
+    return tuple(containerd_version) < (2, 0, 0)
+
+
 def check_toml(new_text, enabled):
     """Parse the result with tomllib where Python has it (3.11+) and confirm NRI's state."""
     try:

@@ -163,3 +163,13 @@ def test_toml_value():
     assert toml_value(True) == "true" and toml_value(3) == "3" and toml_value('a"b') == '"a\\"b"'
     with pytest.raises(ContainerdConfigError):
         toml_value([1])
+
+
+def test_nri_disabled_reads_dumps_and_defaults():
+    from ansible_collections.numa.kube.plugins.module_utils.containerd_config import nri_disabled
+
+    assert nri_disabled(CONFIG_17) is True
+    assert nri_disabled(plan_nri(CONFIG_17, V17)[0]) is False
+    assert nri_disabled("version = 3\n", V2) is False
+    assert nri_disabled("version = 2\n", V17) is True
+    assert nri_disabled("version = 2\n") is None
