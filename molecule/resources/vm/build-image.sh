@@ -1,0 +1,120 @@
+#!/usr/bin/env bash
+# Build the Debian 13 guest image the molecule scenarios boot, once, cached outside the repository
+# and keyed by a hash of this recipe. Prints the path of the finished qcow2 image on stdout.
+#
+# Recipe: debootstrap (minbase) from the Debian package registry with sshd, python3, systemd,
+# containerd, runc, grub and what the roles' tests need; an ext4 root made with mkfs.ext4 -d (no
+# loop devices); one boot with the kernel given directly, in which a first-boot unit installs grub
+# into the disk and powers off, so that every later boot goes through grub.
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+cache=${NUMA_KUBE_CACHE:-$HOME/.cache/numa-kube}
+mirror=${NUMA_KUBE_DEBIAN_MIRROR:-http://deb.debian.org/debian}
+suite=trixie
+packages=(
+  systemd-sysv udev kmod dbus openssh-server sudo python3 python3-yaml python3-prometheus-client
+  linux-image-amd64 initramfs-tools grub-pc-bin grub2-common e2fsprogs
+  containerd runc numactl iproute2 procps ca-certificates prometheus acl
+)
+disk_size=6G
+
+recipe=$( (cat "$0"; printf '%s\n' "$suite" "${packages[@]}") | sha256sum | cut -c1-16)
+out=$cache/images/$recipe
+image=$out/base.qcow2
+log() { echo "build-image: $*" >&2; }
+
+if [ -f "$image" ]; then
+  echo "$image"
+  exit 0
+fi
+
+for tool in debootstrap mkfs.ext4 sfdisk qemu-system-x86_64 qemu-img ssh-keygen; do
+  command -v "$tool" >/dev/null || { log "missing $tool (make vm-deps installs it)"; exit 1; }
+done
+
+mkdir -p "$cache"
+work=$(mktemp -d "$cache/build.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+root=$work/rootfs
+mkdir -p "$out"
+
+log "debootstrap $suite into $root (a few minutes)"
+debootstrap --variant=minbase --include="$(IFS=,; echo "${packages[*]}")" "$suite" "$root" "$mirror" \
+  > "$work/debootstrap.log" 2>&1 || { tail -n 30 "$work/debootstrap.log" >&2; exit 1; }
+
+log "configure the guest"
+echo numa-guest > "$root/etc/hostname"
+printf '127.0.0.1 localhost\n127.0.1.1 numa-guest\n' > "$root/etc/hosts"
+echo 'LABEL=numaroot / ext4 defaults,errors=remount-ro 0 1' > "$root/etc/fstab"
+mkdir -p "$root/etc/systemd/network" "$root/root/.ssh"
+printf '[Match]\nName=en* eth*\n\n[Network]\nDHCP=ipv4\n' > "$root/etc/systemd/network/50-dhcp.network"
+ssh-keygen -q -t ed25519 -N '' -f "$out/id_ed25519" -C numa-kube-test
+install -m 0600 "$out/id_ed25519.pub" "$root/root/.ssh/authorized_keys"
+chmod 0700 "$root/root/.ssh"
+cat > "$root/etc/ssh/sshd_config.d/50-numa-kube.conf" <<'CONF'
+PermitRootLogin prohibit-password
+PasswordAuthentication no
+UseDNS no
+CONF
+# grub: serial console, no menu wait, predictable kernel command line
+cat > "$root/etc/default/grub" <<'CONF'
+GRUB_DEFAULT=0
+GRUB_TIMEOUT=0
+GRUB_DISTRIBUTOR=Debian
+GRUB_CMDLINE_LINUX_DEFAULT=""
+GRUB_CMDLINE_LINUX="console=ttyS0"
+GRUB_TERMINAL=serial
+GRUB_SERIAL_COMMAND="serial --unit=0 --speed=115200"
+GRUB_DISABLE_OS_PROBER=true
+CONF
+# a smaller initramfs boots faster under TCG
+sed -i 's/^MODULES=.*/MODULES=dep/' "$root/etc/initramfs-tools/initramfs.conf"
+cat > "$root/etc/systemd/system/numa-firstboot.service" <<'CONF'
+[Unit]
+Description=Install grub into the disk, then power off (image build only)
+After=local-fs.target
+ConditionPathExists=!/var/lib/numa-firstboot.done
+
+[Service]
+Type=oneshot
+ExecStart=/bin/sh -c 'grub-install /dev/vda && update-initramfs -u && update-grub && touch /var/lib/numa-firstboot.done && systemctl disable numa-firstboot.service'
+ExecStartPost=/bin/systemctl poweroff
+StandardOutput=journal+console
+
+[Install]
+WantedBy=multi-user.target
+CONF
+chroot "$root" systemctl enable numa-firstboot.service systemd-networkd ssh >/dev/null 2>&1
+# the roles start these themselves where a scenario needs them
+chroot "$root" systemctl disable prometheus containerd apt-daily.timer apt-daily-upgrade.timer >/dev/null 2>&1 || true
+chroot "$root" systemctl mask prometheus-node-exporter.service >/dev/null 2>&1 || true
+rm -f "$root"/etc/ssh/ssh_host_*
+chroot "$root" ssh-keygen -A >/dev/null
+rm -rf "$root"/var/cache/apt/archives/*.deb "$root"/var/lib/apt/lists/*
+
+log "make the disk"
+kernel=$(ls "$root"/boot/vmlinuz-* | sort -V | tail -n1)
+initrd=$(ls "$root"/boot/initrd.img-* | sort -V | tail -n1)
+cp "$kernel" "$work/vmlinuz"
+cp "$initrd" "$work/initrd.img"
+mkfs.ext4 -q -L numaroot -d "$root" "$work/root.ext4" "$disk_size"
+truncate -s "$(( $(stat -c %s "$work/root.ext4") + 1024 * 1024 ))" "$work/disk.raw"
+echo 'start=2048, type=83, bootable' | sfdisk -q "$work/disk.raw"
+dd if="$work/root.ext4" of="$work/disk.raw" bs=1M seek=1 conv=notrunc,sparse status=none
+rm -rf "$root" "$work/root.ext4"
+
+log "first boot: install grub (TCG, a few minutes)"
+accel=tcg,thread=multi
+timeout 1200 qemu-system-x86_64 -machine q35 -accel "$accel" -cpu max -smp 2 -m 2048 -nographic \
+  -drive file="$work/disk.raw",format=raw,if=virtio \
+  -kernel "$work/vmlinuz" -initrd "$work/initrd.img" -append "root=LABEL=numaroot rw console=ttyS0" \
+  -netdev user,id=n0 -device virtio-net-pci,netdev=n0 -no-reboot \
+  > "$work/firstboot.log" 2>&1 || { tail -n 40 "$work/firstboot.log" >&2; log "first boot failed"; exit 1; }
+grep -q "grub-install: info\|Installation finished" "$work/firstboot.log" || true
+
+qemu-img convert -O qcow2 "$work/disk.raw" "$work/base.qcow2"
+mv "$work/base.qcow2" "$image"
+cp "$work/firstboot.log" "$out/firstboot.log"
+log "done: $image"
+echo "$image"
