@@ -1,0 +1,83 @@
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""What the site playbook must have done on the default guest (2 NUMA nodes, 2 CPUs each)."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import json
+import re
+import time
+
+import pytest
+
+testinfra_hosts = ["ansible://all"]
+
+
+def metrics(host):
+    out = host.check_output("python3 -c \"import urllib.request as u; "
+                            "print(u.urlopen('http://127.0.0.1:9201/metrics', timeout=30).read().decode())\"")
+    values = {}
+    for line in out.splitlines():
+        match = re.match(r'^(\w+)\{([^}]*)\} (\S+)$', line)
+        if match:
+            labels = tuple(sorted(re.findall(r'(\w+)="([^"]*)"', match.group(2))))
+            values[(match.group(1), labels)] = float(match.group(3))
+    return values
+
+
+def node_meminfo(host, node):
+    text = host.file("/sys/devices/system/node/node%d/meminfo" % node).content_string
+    return int(re.search(r"MemTotal:\s+(\d+) kB", text).group(1)) * 1024
+
+
+def test_guest_has_two_numa_nodes(host):
+    assert host.file("/sys/devices/system/node/node0").is_directory
+    assert host.file("/sys/devices/system/node/node1").is_directory
+    assert host.file("/sys/devices/system/node/node1/cpulist").content_string.strip() == "2-3"
+
+
+def test_containerd_runs_with_nri(host):
+    assert host.service("containerd").is_running
+    assert host.socket("unix:///var/run/nri/nri.sock").is_listening or host.file("/var/run/nri/nri.sock").exists
+    dump = host.check_output("containerd config dump")
+    assert re.search(r'\[plugins\."io\.containerd\.nri\.v1\.nri"\]\s*\n\s*disable = false', dump)
+
+
+def test_exporter_serves_this_guests_numbers(host):
+    assert host.service("numa-exporter").is_running
+    assert host.process.get(comm="python3", user="numa-exporter")
+    values = metrics(host)
+    for node in (0, 1):
+        label = (("numa_node", str(node)),)
+        assert values[("numa_node_cpus_count", label)] == 2
+        assert values[("numa_node_memory_total_bytes", label)] == node_meminfo(host, node)
+    assert values[("numa_node_distance", (("numa_node", "0"), ("to_node", "1")))] == 21
+
+
+def test_prometheus_scrapes_the_exporter_through_the_written_job(host):
+    config = host.file("/etc/prometheus/prometheus.yml").content_string
+    assert "job_name: \"numa-exporter\"" in config
+    assert "/etc/prometheus/file_sd/numa-exporter.yml" in config
+    query = ("python3 -c \"import urllib.request as u, sys; print(u.urlopen('http://127.0.0.1:9090/api/v1/' "
+             "+ sys.argv[1], timeout=30).read().decode())\" '%s'")
+    # Wait for Prometheus to have scraped the target once (its readiness, not the result under test).
+    deadline = time.time() + 180
+    while time.time() < deadline:
+        targets = json.loads(host.check_output(query % "targets"))["data"]["activeTargets"]
+        ours = [t for t in targets if t["labels"].get("job") == "numa-exporter"]
+        if ours and ours[0]["lastScrape"] and not ours[0]["lastScrape"].startswith("0001"):
+            break
+        time.sleep(5)
+    else:
+        pytest.fail("Prometheus never scraped the numa-exporter job: %s" % targets)
+    assert ours[0]["health"] == "up", ours[0]
+    result = json.loads(host.check_output(query % "query?query=numa_node_cpus_count"))["data"]["result"]
+    assert sorted(r["metric"]["numa_node"] for r in result) == ["0", "1"]
+    assert all(r["value"][1] == "2" for r in result)
+
+
+def test_kernel_parameter_is_set_for_the_next_boot(host):
+    assert "numa_balancing=disable" in host.file("/etc/default/grub").content_string
+    assert "numa_balancing=disable" in host.file("/boot/grub/grub.cfg").content_string
