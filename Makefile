@@ -55,3 +55,11 @@ demo: venv
 
 clean:
 	rm -rf $(VENV) tests/output .pytest_cache .coverage coverage.xml
+
+# VM tiers (molecule on qemu guests with an emulated NUMA topology). Needs root for apt-get.
+.PHONY: vm-deps
+vm-deps:
+	bash tools/vm-deps
+
+molecule-%: venv vm-deps
+	$(BIN)/molecule test -s $*

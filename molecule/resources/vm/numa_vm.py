@@ -154,7 +154,8 @@ def stop(args, keep_logs=True):
                 else:
                     continue
                 break
-        os.remove(pidfile)
+        if os.path.exists(pidfile):  # qemu removes it itself when it exits cleanly
+            os.remove(pidfile)
     for name in ["disk.qcow2", "instance.json"] + ([] if keep_logs else ["console.log"]):
         path = os.path.join(args.workdir, name)
         if os.path.exists(path):
