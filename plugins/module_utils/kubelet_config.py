@@ -299,12 +299,14 @@ def detect_format(path, text):
 
 
 def plan_change(path, current_text, settings, mode="merge", fmt="auto", base_text=None, base_path=None,
-                numa_node_count=None, online_cpus=None):
+                numa_node_count=None, online_cpus=None, bases=None, check=True):
     """Work out a kubelet configuration change without touching anything.
 
     ``mode=merge`` merges ``settings`` into the file at ``path`` (``current_text``, None when it
     does not exist); ``mode=dropin`` makes ``path`` a --config-dir drop-in holding ``settings``, and
-    the effective configuration is the base file (``base_text``) with the drop-in on top.
+    the effective configuration is the base file (``base_text``, or every (path, text) pair of
+    ``bases`` merged in order) with the drop-in on top. ``check=False`` skips validation (tests
+    that must get a configuration kubelet refuses onto a node use it).
     Returns a dict with the new text, whether it changed, the effective configurations before and
     after, and which state files must go.
     """
@@ -321,6 +323,9 @@ def plan_change(path, current_text, settings, mode="merge", fmt="auto", base_tex
     try:
         current = load_text(current_text, file_format)
         base = load_text(base_text, detect_format(base_path or "", base_text)) if base_text else {}
+        for extra_path, extra_text in bases or []:
+            extra = load_text(extra_text, detect_format(extra_path, extra_text)) if extra_text else {}
+            base = merge_patch(base, extra if isinstance(extra, dict) else {})
     except ValueError as exc:
         raise KubeletConfigError("%s is not valid %s: %s" % (path, file_format.upper(), exc))
     except Exception as exc:  # yaml's errors do not derive from ValueError
@@ -340,7 +345,8 @@ def plan_change(path, current_text, settings, mode="merge", fmt="auto", base_tex
         before = merge_patch(base, current)
         new_document = dropin_document(settings)
         after = merge_patch(base, new_document)
-    validate(after, numa_node_count=numa_node_count, online_cpus=online_cpus)
+    if check:
+        validate(after, numa_node_count=numa_node_count, online_cpus=online_cpus)
     changed = current_text is None or new_document != current
     new_text = dump_text(new_document, file_format) if changed else current_text
     effective_changed = {k: v for k, v in before.items() if k not in ("apiVersion", "kind")} != \

@@ -56,9 +56,17 @@ options:
     default: auto
   base_path:
     description:
-      - With O(dropin=true), the main configuration file the drop-in applies on top of; read to
-        validate the effective configuration and to tell which state files become stale.
-    type: path
+      - With O(dropin=true), the files kubelet reads before the drop-in (the main configuration,
+        then earlier drop-ins), merged in the order given; read to validate the effective
+        configuration and to tell which state files become stale.
+    type: list
+    elements: path
+  validate:
+    description:
+      - Check the resulting configuration against kubelet's rules before writing. Turn off only to
+        put a configuration kubelet refuses onto a test node on purpose.
+    type: bool
+    default: true
   create:
     description:
       - Without O(dropin), create O(path) when it does not exist instead of failing.
@@ -136,6 +144,13 @@ format:
   returned: success
   type: str
   sample: yaml
+differs:
+  description:
+    - Whether the file differs from what was asked for, so a real run writes it. Unlike
+      C(changed) it survives C(changed_when), for a check-mode preflight.
+  returned: success
+  type: bool
+  sample: true
 restart_required:
   description: Whether the effective configuration changed, so kubelet must restart to use it.
   returned: success
@@ -182,7 +197,8 @@ def main():
             settings=dict(type="dict", required=True),
             dropin=dict(type="bool", default=False),
             format=dict(type="str", default="auto", choices=["auto", "yaml", "json"]),
-            base_path=dict(type="path"),
+            base_path=dict(type="list", elements="path"),
+            validate=dict(type="bool", default=True),
             create=dict(type="bool", default=False),
             backup=dict(type="bool", default=False),
             numa_node_count=dict(type="int"),
@@ -198,15 +214,17 @@ def main():
     if current is None and mode == "merge" and not params["create"]:
         module.fail_json(msg="%s does not exist; point path at the kubelet configuration in use, or set "
                              "create=true to start a new one" % path)
-    base_text = None
-    if params["base_path"]:
-        base_text = file_update.read_text(params["base_path"])
+    bases = []
+    for base_path in params["base_path"] or []:
+        base_text = file_update.read_text(base_path)
         if base_text is None:
-            module.fail_json(msg="base_path %s does not exist" % params["base_path"])
+            module.fail_json(msg="base_path %s does not exist" % base_path)
+        bases.append((base_path, base_text))
     try:
         online = parse_cpu_list(params["online_cpus"]) if params["online_cpus"] else None
-        plan = plan_change(path, current, params["settings"], mode, params["format"], base_text,
-                           params["base_path"], params["numa_node_count"], online)
+        plan = plan_change(path, current, params["settings"], mode, params["format"],
+                           numa_node_count=params["numa_node_count"], online_cpus=online, bases=bases,
+                           check=params["validate"])
     except KubeletConfigError as exc:
         module.fail_json(msg="kubelet would refuse this configuration: " + " | ".join(exc.problems),
                          problems=exc.problems)
@@ -214,6 +232,7 @@ def main():
         module.fail_json(msg="online_cpus %r is not a CPU list such as 0-15: %s" % (params["online_cpus"], exc))
     result = dict(
         changed=plan["changed"],
+        differs=plan["changed"],
         config=plan["config"],
         format=plan["format"],
         restart_required=plan["restart_required"],

@@ -15,6 +15,8 @@ from ansible_collections.numa.kube.plugins.modules import (
     containerd_nri,
     kernel_cmdline,
     kubelet_config,
+    kubelet_facts,
+    kubelet_health,
     reserved_memory,
     topology_facts,
 )
@@ -236,3 +238,37 @@ def test_kernel_cmdline_refuses_bad_input(tmp_path):
     grub.write_text('GRUB_CMDLINE_LINUX="$X"\n')
     failed, result = run(kernel_cmdline, {"present": ["x"], "method": "grub_default", "grub_default_path": str(grub)})
     assert failed and grub.read_text() == 'GRUB_CMDLINE_LINUX="$X"\n'
+
+
+# kubelet_facts and kubelet_health --------------------------------------------------------------
+
+def test_kubelet_facts_on_a_recorded_kubeadm_node(tmp_path):
+    config = tmp_path / "var" / "lib" / "kubelet" / "config.yaml"
+    config.parent.mkdir(parents=True)
+    config.write_text(KUBEADM)
+    failed, result = run(kubelet_facts, {"root": str(tmp_path), "settings": {"cpuManagerPolicy": "static"}},
+                         check_mode=True)
+    assert not failed and result["changed"] is False
+    node = result["ansible_facts"]["kubelet_node"]
+    assert (node["distribution"], node["mode"], node["path"]) == ("kubeadm", "merge", "/var/lib/kubelet/config.yaml")
+    assert node["config"]["cgroupDriver"] == "systemd" and node["service_state"] == "unknown"
+
+
+def test_kubelet_facts_fails_with_every_problem(tmp_path):
+    failed, result = run(kubelet_facts, {"root": str(tmp_path)})
+    assert failed and "kubelet_distribution" in result["msg"]
+
+
+def test_kubelet_health_waits_for_nothing_in_check_mode():
+    failed, result = run(kubelet_health, {"service": "kubelet"}, check_mode=True)
+    assert not failed and result["healthy"] is None and result["changed"] is False
+
+
+def test_kubelet_config_reports_differs_in_check_mode(tmp_path):
+    path = tmp_path / "config.yaml"
+    path.write_text(KUBEADM)
+    failed, result = run(kubelet_config, {"path": str(path), "settings": SETTINGS}, check_mode=True)
+    assert not failed and result["differs"] is True and path.read_text() == KUBEADM
+    failed, result = run(kubelet_config, {"path": str(path), "settings": {"cpuManagerPolicy": "Static"},
+                                          "validate": False}, check_mode=True)
+    assert not failed and result["differs"] is True

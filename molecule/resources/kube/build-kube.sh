@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Build the real kubelet and kube-apiserver for the kubelet scenario from the k8s.io/kubernetes Go
+# module (through the Go module proxy), once, cached outside the repository and keyed by this
+# folder's go.mod, go.sum and this script. Prints the folder holding the binaries on stdout.
+#
+# `go install k8s.io/kubernetes/cmd/kubelet@vX` cannot work: that module's go.mod replaces its
+# staging modules with folders of its own repository. go.mod here requires k8s.io/kubernetes and
+# replaces each staging module with its published v0.<minor>.<patch> build instead.
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+cache=${NUMA_KUBE_CACHE:-$HOME/.cache/numa-kube}
+version=$(awk '$1 == "require" && $2 == "k8s.io/kubernetes" {print $3}' "$here/go.mod")
+key=$(cat "$0" "$here/go.mod" "$here/go.sum" | sha256sum | cut -c1-12)
+out=$cache/kube/$version-$key
+log() { echo "build-kube: $*" >&2; }
+
+if [ -x "$out/kubelet" ] && [ -x "$out/kube-apiserver" ]; then
+  echo "$out"
+  exit 0
+fi
+command -v go >/dev/null || { log "Go is not installed; the kubelet scenario builds kubelet with it"; exit 1; }
+
+minor=${version#v1.}; minor=${minor%%.*}
+ldflags="-s -w -X k8s.io/component-base/version.gitVersion=$version \
+-X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$minor \
+-X k8s.io/component-base/version.gitTreeState=clean"
+mkdir -p "$out.tmp"
+for cmd in kubelet kube-apiserver; do
+  log "go build k8s.io/kubernetes/cmd/$cmd $version (several minutes the first time)"
+  (cd "$here" && CGO_ENABLED=0 go build -mod=readonly -trimpath -ldflags "$ldflags" \
+    -o "$out.tmp/$cmd" "k8s.io/kubernetes/cmd/$cmd")
+done
+rm -rf "$out" && mv "$out.tmp" "$out"
+log "done: $out"
+echo "$out"

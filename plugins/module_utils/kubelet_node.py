@@ -1,0 +1,305 @@
+# -*- coding: utf-8 -*-
+# Copyright: numa.kube contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Where each Kubernetes distribution keeps kubelet's configuration, and how numa.kube changes it.
+
+kubeadm merges into /var/lib/kubelet/config.yaml (or writes a --config-dir drop-in when kubelet
+runs with one); EKS AL2 merges into kubelet-config.json; EKS AL2023 (nodeadm), RKE2 and k3s run
+kubelet with a --config-dir, so numa.kube adds a drop-in there that sorts after theirs. The state
+files of the CPU and Memory Managers live in /var/lib/kubelet on all of them.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import os
+import re
+
+from ansible_collections.numa.kube.plugins.module_utils.errors import ProblemsError
+from ansible_collections.numa.kube.plugins.module_utils.kubelet_args import flag_name
+
+DROPIN_NAME = "50-numa-kube.conf"
+STATE_DIR = "/var/lib/kubelet"
+HEALTH_URL = "http://127.0.0.1:10248/healthz"
+
+# distribution -> how its kubelet is configured. ``services`` in order of preference;
+# ``eviction`` is the distribution name numa.kube.reserved_memory knows.
+LAYOUTS = {
+    "kubeadm": {
+        "services": ["kubelet"],
+        "config": "/var/lib/kubelet/config.yaml",
+        "config_dir": None,
+        "eviction": "kubeadm",
+        "flag_files": ["/var/lib/kubelet/kubeadm-flags.env", "/etc/default/kubelet", "/etc/sysconfig/kubelet"],
+    },
+    "eks-al2": {
+        "services": ["kubelet"],
+        "config": "/etc/kubernetes/kubelet/kubelet-config.json",
+        "config_dir": None,
+        "eviction": "eks",
+        "flag_files": ["/etc/systemd/system/kubelet.service.d/30-kubelet-extra-args.conf"],
+    },
+    "eks-al2023": {
+        "services": ["kubelet"],
+        "config": "/etc/kubernetes/kubelet/config.json",
+        "config_dir": "/etc/kubernetes/kubelet/config.json.d",
+        "eviction": "eks",
+        "flag_files": ["/etc/eks/kubelet/environment"],
+    },
+    "rke2": {
+        "services": ["rke2-agent", "rke2-server"],
+        "config": None,
+        "config_dir": "/var/lib/rancher/rke2/agent/etc/kubelet.conf.d",
+        "eviction": "rke2",
+        "launcher_config": "/etc/rancher/rke2/config.yaml",
+    },
+    "k3s": {
+        "services": ["k3s-agent", "k3s"],
+        "config": None,
+        "config_dir": "/var/lib/rancher/k3s/agent/etc/kubelet.conf.d",
+        "eviction": "k3s",
+        "launcher_config": "/etc/rancher/k3s/config.yaml",
+    },
+}
+
+# What marks a distribution on a node, most specific first.
+_MARKERS = (
+    ("rke2", "/etc/rancher/rke2"),
+    ("rke2", "/var/lib/rancher/rke2"),
+    ("k3s", "/etc/rancher/k3s"),
+    ("k3s", "/var/lib/rancher/k3s"),
+    ("eks-al2023", "/etc/eks/nodeadm"),
+    ("eks-al2023", "/usr/bin/nodeadm"),
+    ("eks-al2", "/etc/kubernetes/kubelet/kubelet-config.json"),
+    ("kubeadm", "/var/lib/kubelet/config.yaml"),
+)
+
+_CONFIG_DIR_FLAG = re.compile(r"--config-dir[= ]+[\"']?([^\s\"']+)")
+
+
+class KubeletNodeError(ProblemsError):
+    """The node's kubelet set-up cannot be worked out or would fight numa.kube's change."""
+
+
+def detect_distribution(exists):
+    """The distribution whose marker exists first, or None; ``exists(path)`` tells."""
+    for name, marker in _MARKERS:
+        if exists(marker):
+            return name
+    return None
+
+
+def config_dir_from_flags(texts):
+    """The --config-dir kubelet is started with, from flag files (env files, systemd drop-ins)."""
+    for text in texts:
+        match = _CONFIG_DIR_FLAG.search(text or "")
+        if match:
+            return match.group(1)
+    return None
+
+
+def launcher_kubelet_args(documents):
+    """kubelet-arg entries from RKE2/k3s config.yaml and config.yaml.d files, in load order.
+
+    ``documents`` is a list of (path, parsed YAML). ``kubelet-arg`` replaces what came before,
+    ``kubelet-arg+`` appends, as RKE2 and k3s merge their config files.
+    """
+    args = []
+    for _path, document in documents:
+        if not isinstance(document, dict):
+            continue
+        for key in ("kubelet-arg", "kubelet-arg+"):
+            value = document.get(key)
+            if value is None:
+                continue
+            values = value if isinstance(value, list) else [value]
+            args = (args if key.endswith("+") else []) + [str(v) for v in values]
+    return args
+
+
+def flag_conflicts(kubelet_args, settings):
+    """Flags set through kubelet-arg that would override fields numa.kube puts in a drop-in.
+
+    kubelet lets command-line flags win over its configuration files, so such a flag silently
+    undoes the drop-in.
+    """
+    ours = dict((flag_name(field), field) for field in settings)
+    found = []
+    for arg in kubelet_args:
+        name = arg.lstrip("-").split("=", 1)[0]
+        if name in ours:
+            found.append((arg, ours[name]))
+    return found
+
+
+def plan_layout(distribution, exists, read_text, listdir, overrides=None):
+    """Which files to change for ``distribution`` and which files kubelet reads before ours.
+
+    Returns a dict: ``mode`` (merge or dropin), ``path`` (the file numa.kube writes), ``base_paths``
+    (files kubelet merges before it, for a drop-in), ``config_dir``, ``services`` and ``eviction``.
+    ``overrides`` may set ``config_path`` and ``config_dir``.
+    """
+    if distribution not in LAYOUTS:
+        raise KubeletNodeError("distribution %r is not one of %s" % (distribution, ", ".join(sorted(LAYOUTS))))
+    overrides = overrides or {}
+    layout = LAYOUTS[distribution]
+    config = overrides.get("config_path") or layout["config"]
+    config_dir = overrides.get("config_dir") or layout["config_dir"]
+    if not config_dir and layout.get("flag_files"):
+        config_dir = config_dir_from_flags([read_text(p) for p in layout["flag_files"]])
+    result = {
+        "distribution": distribution,
+        "services": list(layout["services"]),
+        "eviction": layout["eviction"],
+        "config_dir": config_dir,
+        "base_paths": [],
+        "later_paths": [],
+    }
+    if config_dir:
+        result["mode"] = "dropin"
+        result["path"] = os.path.join(config_dir, DROPIN_NAME)
+        if config and exists(config):
+            result["base_paths"].append(config)
+        others = sorted(n for n in (listdir(config_dir) or []) if n.endswith(".conf") and n != DROPIN_NAME)
+        result["later_paths"] = [os.path.join(config_dir, n) for n in others if n > DROPIN_NAME]
+        others = [n for n in others if n < DROPIN_NAME]
+        result["base_paths"].extend(os.path.join(config_dir, n) for n in others)
+    else:
+        if not config:
+            raise KubeletNodeError("distribution %s has no kubelet configuration file to merge into" % distribution)
+        if not exists(config):
+            raise KubeletNodeError(
+                "kubelet configuration %s does not exist; is this a %s node? Set kubelet_distribution or "
+                "kubelet_config_path" % (config, distribution))
+        result["mode"] = "merge"
+        result["path"] = config
+    return result
+
+
+def later_dropin_conflicts(settings, later_documents):
+    """Fields numa.kube sets that a drop-in read after its own sets too (that file would win)."""
+    problems = []
+    for path, document in later_documents:
+        clash = sorted(set(settings) & set(document or {}))
+        if clash:
+            problems.append("%s sets %s too and kubelet reads it after numa.kube's %s, so it would win; remove "
+                            "those fields from it or rename it to sort before %s"
+                            % (path, ", ".join(clash), DROPIN_NAME, DROPIN_NAME))
+    return problems
+
+
+def pick_service(candidates, states):
+    """The first candidate unit that is active, else the first that exists; ``states`` maps name ->
+    systemd ActiveState ('' when the unit does not exist)."""
+    for name in candidates:
+        if states.get(name) in ("active", "activating", "reloading"):
+            return name
+    for name in candidates:
+        if states.get(name):
+            return name
+    return None
+
+
+class NodeFiles:
+    """File access below a root folder (``/`` on a node, a recorded tree in tests)."""
+
+    def __init__(self, root="/"):
+        self.root = root
+
+    def path(self, path):
+        return os.path.join(self.root, path.lstrip("/"))
+
+    def exists(self, path):
+        return os.path.exists(self.path(path))
+
+    def read_text(self, path):
+        try:
+            with open(self.path(path)) as handle:
+                return handle.read()
+        except (IOError, OSError):
+            return None
+
+    def listdir(self, path):
+        try:
+            return os.listdir(self.path(path))
+        except OSError:
+            return []
+
+
+def _load(path, text):
+    from ansible_collections.numa.kube.plugins.module_utils.kubelet_config import detect_format, load_text
+
+    if text is None:
+        return {}
+    try:
+        return load_text(text, detect_format(path, text)) or {}
+    except Exception as exc:  # yaml and json raise different types
+        raise KubeletNodeError("%s could not be parsed: %s" % (path, exc))
+
+
+def read_node(files, distribution="auto", overrides=None, settings=None, service_states=None):
+    """Everything the kubelet role needs to know about one node's kubelet, read without changing it.
+
+    ``service_states(names)`` returns name -> systemd ActiveState. Raises KubeletNodeError listing
+    every problem: an unknown distribution, flags or later drop-ins that would undo ``settings``.
+    """
+    from ansible_collections.numa.kube.plugins.module_utils.kubelet_config import merge_patch
+
+    if distribution in (None, "", "auto"):
+        distribution = detect_distribution(files.exists)
+        if distribution is None:
+            raise KubeletNodeError(
+                "no kubelet found: none of %s exists; set kubelet_distribution (one of %s) and the paths"
+                % (", ".join(m for _d, m in _MARKERS), ", ".join(sorted(LAYOUTS))))
+    layout = plan_layout(distribution, files.exists, files.read_text, files.listdir, overrides)
+    settings = settings or {}
+    problems = []
+    effective = {}
+    for path in layout["base_paths"] + [layout["path"]]:
+        effective = merge_patch(effective, _load(path, files.read_text(path)))
+    later = [(path, _load(path, files.read_text(path))) for path in layout["later_paths"]]
+    for _path, document in later:
+        effective = merge_patch(effective, document)
+    problems.extend(later_dropin_conflicts(settings, later))
+
+    launcher = LAYOUTS[distribution].get("launcher_config")
+    flag_args = []
+    if launcher:
+        folder = launcher + ".d"
+        documents = [(launcher, _load(launcher, files.read_text(launcher)))]
+        documents += [(os.path.join(folder, n), _load(os.path.join(folder, n), files.read_text(os.path.join(folder, n))))
+                      for n in sorted(files.listdir(folder)) if n.endswith((".yaml", ".yml"))]
+        flag_args = launcher_kubelet_args(documents)
+        where = "kubelet-arg in %s or %s/*.yaml" % (launcher, folder)
+    else:
+        for path in LAYOUTS[distribution].get("flag_files", []):
+            flag_args += re.findall(r"--[a-z0-9-]+(?:=[^\s\"']*)?", files.read_text(path) or "")
+        where = "kubelet flags in %s" % ", ".join(LAYOUTS[distribution].get("flag_files", []))
+    for arg, field in flag_conflicts(flag_args, settings):
+        problems.append("%s is set through %s; command-line flags win over kubelet's configuration files, so "
+                        "numa.kube's %s would be ignored: remove that flag and let numa.kube manage %s"
+                        % (arg, where, field, field))
+    if problems:
+        raise KubeletNodeError(problems)
+
+    states = service_states(layout["services"]) if service_states else {}
+    service = pick_service(layout["services"], states) or layout["services"][0]
+    state_files = [name for name in ("cpu_manager_state", "memory_manager_state")
+                   if files.exists(os.path.join(STATE_DIR, name))]
+    max_pods = effective.get("maxPods")
+    return {
+        "distribution": distribution,
+        "eviction_distribution": layout["eviction"],
+        "service": service,
+        "service_state": states.get(service, "unknown"),
+        "mode": layout["mode"],
+        "path": layout["path"],
+        "base_paths": layout["base_paths"],
+        "config_dir": layout["config_dir"],
+        "config": effective,
+        "max_pods": int(max_pods) if max_pods is not None else None,
+        "state_dir": STATE_DIR,
+        "state_files": state_files,
+        "health_url": HEALTH_URL,
+    }

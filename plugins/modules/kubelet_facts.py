@@ -1,0 +1,192 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: numa.kube contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+---
+module: kubelet_facts
+short_description: Find how a node's kubelet is configured and where numa.kube must change it
+version_added: "0.1.0"
+description:
+  - Detects the Kubernetes distribution of the node (RKE2, k3s, EKS AL2, EKS AL2023, kubeadm) from
+    the files each one keeps, or takes it as given, and returns the fact C(kubelet_node) - the
+    kubelet service, the file numa.kube changes (a merge into the main configuration, or a
+    C(--config-dir) drop-in named C(50-numa-kube.conf)), the files kubelet reads before it, the
+    effective configuration in force, C(maxPods), and the CPU and Memory Manager state files
+    present.
+  - With O(settings), also refuses what would silently undo them - a kubelet flag setting the same
+    field (RKE2/k3s C(kubelet-arg), kubeadm's flag files, EKS extra args; flags win over files) or a
+    drop-in that sorts after numa.kube's and sets the same field.
+  - Changes nothing on the node.
+author:
+  - numa.kube contributors (@numa-kube)
+options:
+  distribution:
+    description:
+      - The node's distribution; C(auto) detects it.
+    type: str
+    choices: [auto, kubeadm, rke2, k3s, eks-al2, eks-al2023]
+    default: auto
+  config_path:
+    description:
+      - The main kubelet configuration file, when it is not where the distribution keeps it.
+    type: path
+  config_dir:
+    description:
+      - The C(--config-dir) kubelet runs with; for kubeadm and EKS AL2 it is otherwise read from
+        the kubelet flag files.
+    type: path
+  settings:
+    description:
+      - KubeletConfiguration fields numa.kube is about to set, to look for flags or later
+        drop-ins that would override them.
+    type: dict
+    default: {}
+  root:
+    description:
+      - Root folder to read below (for recorded trees in tests); services are not queried unless
+        it is C(/).
+    type: path
+    default: /
+attributes:
+  check_mode:
+    support: full
+    description: The module only reads.
+  diff_mode:
+    support: none
+    description: The module changes nothing.
+seealso:
+  - module: numa.kube.kubelet_config
+"""
+
+EXAMPLES = r"""
+- name: Find the node's kubelet
+  numa.kube.kubelet_facts:
+    settings:
+      cpuManagerPolicy: static
+
+- name: A kubeadm node whose kubelet uses a drop-in folder
+  numa.kube.kubelet_facts:
+    distribution: kubeadm
+    config_dir: /etc/kubernetes/kubelet.conf.d
+
+- name: Show where numa.kube will write
+  ansible.builtin.debug:
+    msg: "{{ kubelet_node.distribution }}: {{ kubelet_node.mode }} {{ kubelet_node.path }}"
+"""
+
+RETURN = r"""
+ansible_facts:
+  description: Facts to add to ansible_facts.
+  returned: success
+  type: dict
+  contains:
+    kubelet_node:
+      description: The node's kubelet set-up.
+      returned: success
+      type: dict
+      contains:
+        distribution:
+          description: The distribution found or given.
+          type: str
+          sample: kubeadm
+        eviction_distribution:
+          description: The distribution name for M(numa.kube.reserved_memory) (its default eviction).
+          type: str
+          sample: kubeadm
+        service:
+          description: The systemd unit to stop and start around a change (kubelet, rke2-agent, k3s, ...).
+          type: str
+          sample: kubelet
+        service_state:
+          description: Its systemd ActiveState, or C(unknown) when not queried.
+          type: str
+          sample: active
+        mode:
+          description: C(merge) into O(config_path), or C(dropin) next to it.
+          type: str
+          sample: merge
+        path:
+          description: The file numa.kube writes.
+          type: str
+          sample: /var/lib/kubelet/config.yaml
+        base_paths:
+          description: Files kubelet reads before a drop-in (main configuration, earlier drop-ins).
+          type: list
+          elements: str
+          sample: [/var/lib/rancher/rke2/agent/etc/kubelet.conf.d/00-rke2-defaults.conf]
+        config_dir:
+          description: The drop-in folder, or null.
+          type: str
+          sample: null
+        config:
+          description: The effective configuration in force now (every file merged in kubelet's order).
+          type: dict
+          sample: {cpuManagerPolicy: none, maxPods: 110}
+        max_pods:
+          description: maxPods from the configuration, or null.
+          type: int
+          sample: 29
+        state_dir:
+          description: Where kubelet keeps its state files.
+          type: str
+          sample: /var/lib/kubelet
+        state_files:
+          description: The CPU and Memory Manager state files present.
+          type: list
+          elements: str
+          sample: [cpu_manager_state]
+        health_url:
+          description: kubelet's health endpoint.
+          type: str
+          sample: http://127.0.0.1:10248/healthz
+problems:
+  description: On failure, every problem found, one per item.
+  returned: failure
+  type: list
+  elements: str
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.numa.kube.plugins.module_utils.kubelet_node import KubeletNodeError, NodeFiles, read_node
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            distribution=dict(type="str", default="auto",
+                              choices=["auto", "kubeadm", "rke2", "k3s", "eks-al2", "eks-al2023"]),
+            config_path=dict(type="path"),
+            config_dir=dict(type="path"),
+            settings=dict(type="dict", default={}),
+            root=dict(type="path", default="/"),
+        ),
+        supports_check_mode=True,
+    )
+    params = module.params
+
+    def service_states(names):
+        states = {}
+        for name in names:
+            rc, out, _err = module.run_command(["systemctl", "show", "-p", "LoadState,ActiveState", name + ".service"])
+            values = dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
+            states[name] = values.get("ActiveState", "") if rc == 0 and values.get("LoadState") == "loaded" else ""
+        return states
+
+    try:
+        node = read_node(NodeFiles(params["root"]), params["distribution"],
+                         {"config_path": params["config_path"], "config_dir": params["config_dir"]},
+                         params["settings"], service_states if params["root"] == "/" else None)
+    except KubeletNodeError as exc:
+        module.fail_json(msg=" | ".join(exc.problems), problems=exc.problems)
+    module.exit_json(changed=False, ansible_facts={"kubelet_node": node})
+
+
+if __name__ == "__main__":
+    main()

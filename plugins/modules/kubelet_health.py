@@ -1,0 +1,157 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: numa.kube contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+---
+module: kubelet_health
+short_description: Wait until a restarted kubelet stays healthy, or fail with its own error lines
+version_added: "0.1.0"
+description:
+  - Polls kubelet's C(/healthz) and the main PID of its systemd service. The kubelet counts as
+    healthy once C(/healthz) has answered C(ok) for O(settle) seconds with the same process
+    throughout - kubelet answers before its CPU Manager restores its checkpoint, and a stale
+    C(cpu_manager_state) makes it exit a moment later, so one good answer is not enough.
+  - When O(timeout) passes first, fails with the error lines kubelet wrote to the journal since
+    O(since) (klog error and fatal lines, such as the Memory Manager's
+    C(is not equal to the value ... determined by Node Allocatable feature)).
+author:
+  - numa.kube contributors (@numa-kube)
+options:
+  url:
+    description: kubelet's health endpoint.
+    type: str
+    default: http://127.0.0.1:10248/healthz
+  service:
+    description: The systemd unit that runs kubelet (C(kubelet), C(rke2-agent), C(k3s), ...).
+    type: str
+    default: kubelet
+  timeout:
+    description: Seconds to wait in all.
+    type: int
+    default: 300
+  settle:
+    description: Seconds C(/healthz) must stay ok with the same process.
+    type: int
+    default: 20
+  since:
+    description:
+      - Read the journal from this time (seconds since the epoch) for error lines; defaults to
+        when the module started.
+    type: float
+  log_lines:
+    description: How many error lines to return at most.
+    type: int
+    default: 10
+attributes:
+  check_mode:
+    support: full
+    description: In check mode nothing is waited for; the result says so.
+  diff_mode:
+    support: none
+    description: The module changes nothing.
+seealso:
+  - module: numa.kube.kubelet_config
+"""
+
+EXAMPLES = r"""
+- name: Wait for kubelet after a restart
+  numa.kube.kubelet_health:
+    service: kubelet
+    timeout: 300
+
+- name: RKE2 agent, reading errors since the restart began
+  numa.kube.kubelet_health:
+    service: rke2-agent
+    since: "{{ restart_started }}"
+  register: kubelet_health
+  ignore_errors: true
+"""
+
+RETURN = r"""
+healthy:
+  description: Whether kubelet became healthy and stayed so; null in check mode.
+  returned: always
+  type: bool
+  sample: true
+waited:
+  description: Seconds waited.
+  returned: always
+  type: float
+  sample: 34.2
+detail:
+  description: The last answer of the health endpoint, or the error reaching it.
+  returned: always
+  type: str
+  sample: ok
+restarts:
+  description: How many times the service's main process changed while waiting (a crash loop shows here).
+  returned: always
+  type: int
+  sample: 0
+log_lines:
+  description: kubelet's own error lines from the journal since O(since), oldest first.
+  returned: always
+  type: list
+  elements: str
+  sample: ['E1122 10:00:01.000000 1234 run.go:72] "command failed" err="failed to run Kubelet: ..."']
+"""
+
+import time
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.urls import open_url
+
+from ansible_collections.numa.kube.plugins.module_utils.health import error_lines, wait_healthy
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            url=dict(type="str", default="http://127.0.0.1:10248/healthz"),
+            service=dict(type="str", default="kubelet"),
+            timeout=dict(type="int", default=300),
+            settle=dict(type="int", default=20),
+            since=dict(type="float"),
+            log_lines=dict(type="int", default=10),
+        ),
+        supports_check_mode=True,
+    )
+    params = module.params
+    if module.check_mode:
+        module.exit_json(changed=False, healthy=None, waited=0.0, detail="check mode: not waited", restarts=0,
+                         log_lines=[])
+    since = params["since"] or time.time()
+    unit = params["service"] if "." in params["service"] else params["service"] + ".service"
+
+    def probe():
+        try:
+            response = open_url(params["url"], timeout=5, validate_certs=False)
+            body = response.read().decode("utf-8", "replace").strip()
+            return response.getcode() == 200 and body == "ok", body
+        except Exception as exc:  # connection refused, timeouts, HTTP errors: all mean not healthy yet
+            return False, str(exc)
+
+    def main_pid():
+        rc, out, _err = module.run_command(["systemctl", "show", "-p", "MainPID", "--value", unit])
+        return int(out.strip()) if rc == 0 and out.strip().isdigit() else 0
+
+    outcome = wait_healthy(probe, main_pid, time.time, time.sleep, params["timeout"], params["settle"])
+    _rc, journal, _err = module.run_command(["journalctl", "-u", unit, "--since", "@%d" % int(since), "--no-pager",
+                                             "-o", "cat"])
+    result = dict(changed=False, healthy=outcome["healthy"], waited=outcome["waited"], detail=outcome["detail"],
+                  restarts=max(len(outcome["pids"]) - 1, 0), log_lines=error_lines(journal, params["log_lines"]))
+    if not outcome["healthy"]:
+        last = result["log_lines"][-1] if result["log_lines"] else "no error lines in the journal of %s" % unit
+        module.fail_json(msg="kubelet (%s) did not stay healthy within %d s (%s); its last error: %s"
+                         % (unit, params["timeout"], outcome["detail"], last), **result)
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()

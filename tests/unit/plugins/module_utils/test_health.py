@@ -1,0 +1,59 @@
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The settle rule: healthy only when /healthz stays ok with one process; kubelet's error lines."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+from ansible_collections.numa.kube.plugins.module_utils.health import error_lines, wait_healthy
+
+
+class Clock:
+    def __init__(self):
+        self.now = 0.0
+
+    def time(self):
+        return self.now
+
+    def sleep(self, seconds):
+        self.now += seconds
+
+
+def run(timeline, timeout=60, settle=10):
+    """``timeline(t)`` -> (ok, pid) at time t."""
+    clock = Clock()
+    return wait_healthy(lambda: (timeline(clock.now)[0], "x"), lambda: timeline(clock.now)[1], clock.time,
+                        clock.sleep, timeout, settle)
+
+
+def test_healthy_after_settling_with_one_process():
+    result = run(lambda t: (t >= 6, 100))
+    assert result["healthy"] and 16 <= result["waited"] <= 18 and result["pids"] == [100]
+
+
+def test_a_crash_loop_that_answers_ok_briefly_is_not_healthy():
+    # ok for 4 s after every start, then the process dies and systemd starts a new one
+    result = run(lambda t: (int(t) % 8 < 4, 1000 + int(t) // 8))
+    assert not result["healthy"] and len(result["pids"]) > 3
+
+
+def test_never_answering_times_out():
+    result = run(lambda t: (False, 0), timeout=20)
+    assert not result["healthy"] and result["waited"] >= 20 and result["pids"] == []
+
+
+def test_error_lines_keep_kubelet_errors_only():
+    journal = "\n".join([
+        'I1122 10:00:00.000000 1 server.go:1] "Starting"',
+        'E1122 10:00:01.000000 1 run.go:72] "command failed" err="failed to run Kubelet: the total amount '
+        '\\"600Mi\\" of type \\"memory\\" is not equal to the value \\"612Mi\\" determined by Node Allocatable feature"',
+        'E1122 10:00:01.000000 1 run.go:72] "command failed" err="failed to run Kubelet: the total amount '
+        '\\"600Mi\\" of type \\"memory\\" is not equal to the value \\"612Mi\\" determined by Node Allocatable feature"',
+        "kubelet.service: Main process exited, code=exited, status=1/FAILURE",
+    ])
+    lines = error_lines(journal)
+    assert len(lines) == 1 and "Node Allocatable" in lines[0]
+    assert error_lines("", 5) == []
+    many = "\n".join("E1122 line %d" % i for i in range(20))
+    assert error_lines(many, 3) == ["E1122 line 17", "E1122 line 18", "E1122 line 19"]

@@ -1,0 +1,125 @@
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Distribution detection and the files numa.kube writes for each, on recorded node trees."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import json
+import os
+
+import pytest
+
+from ansible_collections.numa.kube.plugins.module_utils.kubelet_node import (
+    DROPIN_NAME,
+    KubeletNodeError,
+    NodeFiles,
+    config_dir_from_flags,
+    flag_conflicts,
+    launcher_kubelet_args,
+    pick_service,
+    read_node,
+)
+
+KUBEADM_CONFIG = "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nmaxPods: 110\n"
+
+
+def tree(root, files):
+    for path, text in files.items():
+        full = os.path.join(str(root), path.lstrip("/"))
+        os.makedirs(os.path.dirname(full), exist_ok=True)
+        with open(full, "w") as handle:
+            handle.write(text)
+    return NodeFiles(str(root))
+
+
+def test_kubeadm_merges_into_config_yaml(tmp_path):
+    files = tree(tmp_path, {"/var/lib/kubelet/config.yaml": KUBEADM_CONFIG,
+                            "/var/lib/kubelet/cpu_manager_state": "{}"})
+    node = read_node(files)
+    assert node["distribution"] == "kubeadm" and node["mode"] == "merge"
+    assert node["path"] == "/var/lib/kubelet/config.yaml" and node["service"] == "kubelet"
+    assert node["max_pods"] == 110 and node["state_files"] == ["cpu_manager_state"]
+    assert node["eviction_distribution"] == "kubeadm"
+
+
+def test_kubeadm_with_config_dir_from_flags_writes_a_dropin_after_earlier_ones(tmp_path):
+    files = tree(tmp_path, {
+        "/var/lib/kubelet/config.yaml": KUBEADM_CONFIG,
+        "/var/lib/kubelet/kubeadm-flags.env": 'KUBELET_KUBEADM_ARGS="--config-dir=/etc/kubernetes/kubelet.conf.d '
+                                              '--container-runtime-endpoint=unix:///run/containerd/containerd.sock"\n',
+        "/etc/kubernetes/kubelet.conf.d/10-site.conf": "maxPods: 50\n",
+    })
+    node = read_node(files)
+    assert node["mode"] == "dropin"
+    assert node["path"] == "/etc/kubernetes/kubelet.conf.d/" + DROPIN_NAME
+    assert node["base_paths"] == ["/var/lib/kubelet/config.yaml", "/etc/kubernetes/kubelet.conf.d/10-site.conf"]
+    assert node["max_pods"] == 50  # the drop-in wins over config.yaml, as in kubelet
+
+
+def test_rke2_dropin_and_conflicting_kubelet_arg(tmp_path):
+    files = tree(tmp_path, {
+        "/etc/rancher/rke2/config.yaml": "kubelet-arg:\n  - max-pods=200\n",
+        "/etc/rancher/rke2/config.yaml.d/20-numa.yaml": "kubelet-arg+:\n  - cpu-manager-policy=none\n",
+        "/var/lib/rancher/rke2/agent/etc/kubelet.conf.d/00-rke2-defaults.conf": "evictionHard:\n  imagefs.available: 5%\n",
+    })
+    node = read_node(files, settings={"topologyManagerPolicy": "restricted"},
+                     service_states=lambda names: {"rke2-agent": "", "rke2-server": "active"})
+    assert node["distribution"] == "rke2" and node["service"] == "rke2-server"
+    assert node["path"].endswith("/agent/etc/kubelet.conf.d/" + DROPIN_NAME)
+    assert node["eviction_distribution"] == "rke2"
+    with pytest.raises(KubeletNodeError) as caught:
+        read_node(files, settings={"cpuManagerPolicy": "static"})
+    assert "cpu-manager-policy=none" in caught.value.problems[0]
+    assert "remove that flag" in caught.value.problems[0]
+
+
+def test_a_later_dropin_setting_the_same_field_is_refused(tmp_path):
+    files = tree(tmp_path, {
+        "/etc/rancher/k3s/config.yaml": "",
+        "/var/lib/rancher/k3s/agent/etc/kubelet.conf.d/00-k3s-defaults.conf": "{}\n",
+        "/var/lib/rancher/k3s/agent/etc/kubelet.conf.d/90-site.conf": "cpuManagerPolicy: none\n",
+    })
+    with pytest.raises(KubeletNodeError) as caught:
+        read_node(files, settings={"cpuManagerPolicy": "static"})
+    assert "90-site.conf sets cpuManagerPolicy" in caught.value.problems[0]
+    assert read_node(files, settings={"memoryManagerPolicy": "Static"})["distribution"] == "k3s"
+
+
+def test_eks_al2_json_and_al2023_dropin(tmp_path):
+    al2 = tree(tmp_path / "al2", {"/etc/kubernetes/kubelet/kubelet-config.json": json.dumps({"maxPods": 29})})
+    node = read_node(al2)
+    assert (node["distribution"], node["mode"], node["max_pods"]) == ("eks-al2", "merge", 29)
+    assert node["eviction_distribution"] == "eks"
+    al2023 = tree(tmp_path / "al2023", {
+        "/usr/bin/nodeadm": "",
+        "/etc/kubernetes/kubelet/config.json": json.dumps({"maxPods": 110}),
+        "/etc/kubernetes/kubelet/config.json.d/40-nodeadm.conf": json.dumps({"maxPods": 58}),
+    })
+    node = read_node(al2023)
+    assert node["distribution"] == "eks-al2023" and node["mode"] == "dropin" and node["max_pods"] == 58
+    assert node["base_paths"][-1].endswith("40-nodeadm.conf")
+
+
+def test_nothing_found_or_missing_config_says_what_to_set(tmp_path):
+    with pytest.raises(KubeletNodeError) as caught:
+        read_node(NodeFiles(str(tmp_path)))
+    assert "kubelet_distribution" in str(caught.value)
+    with pytest.raises(KubeletNodeError) as caught:
+        read_node(NodeFiles(str(tmp_path)), distribution="kubeadm")
+    assert "/var/lib/kubelet/config.yaml does not exist" in str(caught.value)
+    with pytest.raises(KubeletNodeError):
+        read_node(NodeFiles(str(tmp_path)), distribution="talos")
+
+
+def test_helpers():
+    assert config_dir_from_flags(["", 'ARGS="--v=2 --config-dir /etc/k/d"']) == "/etc/k/d"
+    assert config_dir_from_flags(["--v=2"]) is None
+    assert launcher_kubelet_args([("a", {"kubelet-arg": ["a=1"]}), ("b", {"kubelet-arg+": "b=2"}),
+                                  ("c", None)]) == ["a=1", "b=2"]
+    assert launcher_kubelet_args([("a", {"kubelet-arg": ["a=1"]}), ("b", {"kubelet-arg": ["c=3"]})]) == ["c=3"]
+    assert flag_conflicts(["--reserved-cpus=0", "max-pods=3"], {"reservedSystemCPUs": "0"}) == [
+        ("--reserved-cpus=0", "reservedSystemCPUs")]
+    assert pick_service(["rke2-agent", "rke2-server"], {"rke2-agent": "inactive", "rke2-server": ""}) == "rke2-agent"
+    assert pick_service(["kubelet"], {}) is None
