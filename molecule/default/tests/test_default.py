@@ -8,6 +8,7 @@ __metaclass__ = type
 
 import json
 import re
+import shlex
 import time
 
 import pytest
@@ -25,6 +26,25 @@ def metrics(host):
             labels = tuple(sorted(re.findall(r'(\w+)="([^"]*)"', match.group(2))))
             values[(match.group(1), labels)] = float(match.group(3))
     return values
+
+
+def running_kubelet_config(host):
+    """The configuration kubelet runs with, from its /configz (waits for kubelet after the reboot)."""
+    script = ("import ssl, urllib.request as u, time\n"
+              "for _ in range(60):\n"
+              "    try:\n"
+              "        print(u.urlopen('https://127.0.0.1:10250/configz', timeout=10,"
+              " context=ssl._create_unverified_context()).read().decode()); break\n"
+              "    except Exception:\n"
+              "        time.sleep(5)\n")
+    return json.loads(host.check_output("python3 -c %s" % shlex.quote(script)))["kubeletconfig"]
+
+
+def mebibytes(quantity):
+    units = {"Ki": 1.0 / 1024, "Mi": 1, "Gi": 1024}
+    match = re.match(r"^(\d+)(Ki|Mi|Gi)?$", quantity)
+    assert match, quantity
+    return int(match.group(1)) * units.get(match.group(2), 1.0 / 1024 / 1024)
 
 
 def node_meminfo(host, node):
@@ -78,6 +98,30 @@ def test_prometheus_scrapes_the_exporter_through_the_written_job(host):
     assert all(r["value"][1] == "2" for r in result)
 
 
-def test_kernel_parameter_is_set_for_the_next_boot(host):
+def test_kernel_parameter_is_in_force_after_the_reboot(host):
     assert "numa_balancing=disable" in host.file("/etc/default/grub").content_string
-    assert "numa_balancing=disable" in host.file("/boot/grub/grub.cfg").content_string
+    assert "numa_balancing=disable" in host.file("/proc/cmdline").content_string.split()
+    assert host.file("/proc/sys/kernel/numa_balancing").content_string.strip() == "0"
+
+
+def test_kubelet_runs_the_numa_configuration_with_the_exact_reservation(host):
+    kubelet = running_kubelet_config(host)
+    assert kubelet["cpuManagerPolicy"] == "static"
+    assert kubelet["memoryManagerPolicy"] == "Static"
+    assert kubelet["topologyManagerPolicy"] == "single-numa-node"
+    assert kubelet["topologyManagerScope"] == "pod"
+    # What this guest demands: kubeReserved 256Mi (the node's, kept) + the kubeadm eviction 100Mi,
+    # spread over the two nodes in proportion to their memory.
+    reserved = dict((entry["numaNode"], mebibytes(entry["limits"]["memory"])) for entry in kubelet["reservedMemory"])
+    assert sorted(reserved) == [0, 1]
+    assert sum(reserved.values()) == 256 + 100
+    share0 = node_meminfo(host, 0) / float(node_meminfo(host, 0) + node_meminfo(host, 1))
+    assert abs(reserved[0] - 356 * share0) <= 1
+    # kubelet took it: both managers checkpointed the policy they run.
+    state = json.loads(host.file("/var/lib/kubelet/memory_manager_state").content_string)
+    assert state["policyName"] == "Static"
+    cpu_state = json.loads(host.file("/var/lib/kubelet/cpu_manager_state").content_string)
+    assert cpu_state["policyName"] == "static"
+    # the kubeadm configuration file itself carries it, the rest of the file intact
+    written = host.file("/var/lib/kubelet/config.yaml").content_string
+    assert "cgroupDriver: cgroupfs" in written and "memoryManagerPolicy: Static" in written

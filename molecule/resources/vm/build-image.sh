@@ -15,7 +15,7 @@ suite=trixie
 packages=(
   systemd-sysv udev kmod dbus openssh-server sudo python3 python3-yaml python3-prometheus-client
   linux-image-amd64 initramfs-tools grub-pc-bin grub2-common e2fsprogs
-  containerd runc numactl iproute2 procps ca-certificates prometheus acl
+  containerd runc containernetworking-plugins numactl iproute2 procps ca-certificates prometheus acl
 )
 disk_size=6G
 
