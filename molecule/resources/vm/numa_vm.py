@@ -8,8 +8,9 @@
 
 ``start`` boots a copy-on-write overlay of the base image with the NUMA layout given, forwards a free
 port on 127.0.0.1 to the guest's SSH, waits until SSH answers and prints the instance as JSON
-(address, port, user, identity_file). The guest console goes to DIR/console.log. ``stop`` ends the
-VM and removes the overlay; it succeeds when there is nothing to stop.
+(address, port, user, identity_file). The guest console goes to DIR/console.log. ``stop`` saves the
+journal of the services under test to DIR/journal.log, ends the VM and removes the overlay; it
+succeeds when there is nothing to stop.
 
 A layout is ``{"nodes": [{"cpus": 2, "memory_mb": 1024}, {"cpus": 0, "memory_mb": 512}],
 "distances": [[10, 21], [21, 10]]}``; nodes without CPUs are memory-only nodes.
@@ -132,8 +133,27 @@ def start(args):
     return 0
 
 
+def save_journal(workdir):
+    """Keep the guest's journal of the services under test next to its console log (best effort)."""
+    path = os.path.join(workdir, "instance.json")
+    if not os.path.exists(path):
+        return
+    with open(path) as handle:
+        instance = json.load(handle)
+    command = ["ssh", "-i", instance["identity_file"], "-p", str(instance["port"]), "-o", "StrictHostKeyChecking=no",
+               "-o", "UserKnownHostsFile=/dev/null", "-o", "ConnectTimeout=10", "-o", "BatchMode=yes",
+               "-o", "LogLevel=ERROR", "root@127.0.0.1",
+               "journalctl --no-pager -b -u kubelet -u containerd -u numa-exporter -u prometheus"]
+    with open(os.path.join(workdir, "journal.log"), "w") as out:
+        try:
+            subprocess.call(command, stdout=out, stderr=subprocess.STDOUT, timeout=90)
+        except subprocess.TimeoutExpired:
+            out.write("(the guest did not answer within 90 s)\n")
+
+
 def stop(args, keep_logs=True):
     pidfile = os.path.join(args.workdir, "qemu.pid")
+    save_journal(args.workdir)
     if os.path.exists(pidfile):
         with open(pidfile) as handle:
             text = handle.read().strip()

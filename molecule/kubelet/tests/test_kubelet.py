@@ -1,0 +1,303 @@
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""A real kubelet (registered with a real API server) proves what the kubelet role did.
+
+The tests run in file order: the ones that stop or break kubelet come last and leave it healthy.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import json
+import os
+import re
+import shlex
+import subprocess
+import time
+
+import pytest
+import yaml
+
+testinfra_hosts = ["ansible://all"]
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
+CONTROL_PLANE = os.path.join(ROOT, "tests", "output", "vm", "kubelet", "control-plane")
+REPORT = os.path.join(ROOT, "tests", "output", "vm", "kubelet", "kubelet-crosscheck.txt")
+NODE = "numa-guest"
+CONFIG = "/var/lib/kubelet/config.yaml"
+
+
+@pytest.fixture(scope="module")
+def api():
+    kubernetes = pytest.importorskip("kubernetes")
+    kubernetes.config.load_kube_config(os.path.join(CONTROL_PLANE, "admin.kubeconfig"))
+    return kubernetes.client.CoreV1Api()
+
+
+def configz(host):
+    """The configuration kubelet runs with, from its /configz."""
+    script = ("import ssl, urllib.request as u\n"
+              "print(u.urlopen('https://127.0.0.1:10250/configz', timeout=20,"
+              " context=ssl._create_unverified_context()).read().decode())\n")
+    return json.loads(host.check_output("python3 -c %s" % shlex.quote(script)))["kubeletconfig"]
+
+
+def wait_kubelet_healthy(host, settle=15, timeout=300):
+    """Readiness of the test bed after a restart the test itself made: healthz ok for ``settle`` s."""
+    script = ("import time, urllib.request as u\n"
+              "good = None\n"
+              "end = time.time() + %d\n"
+              "while time.time() < end:\n"
+              "    try:\n"
+              "        ok = u.urlopen('http://127.0.0.1:10248/healthz', timeout=5).read() == b'ok'\n"
+              "    except Exception:\n"
+              "        ok = False\n"
+              "    good = (good or time.time()) if ok else None\n"
+              "    if good and time.time() - good >= %d:\n"
+              "        raise SystemExit(0)\n"
+              "    time.sleep(2)\n"
+              "raise SystemExit(1)\n" % (timeout, settle))
+    assert host.run("python3 -c %s" % shlex.quote(script)).rc == 0, "kubelet did not become healthy"
+
+
+def guaranteed_pod(name, cpu, memory):
+    resources = {"cpu": cpu, "memory": memory}
+    return {
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "default"},
+        "spec": {"nodeName": NODE, "automountServiceAccountToken": False, "terminationGracePeriodSeconds": 1,
+                 "restartPolicy": "Never",
+                 "containers": [{"name": "main", "image": "numa.kube/busybox:test", "imagePullPolicy": "Never",
+                                 "resources": {"requests": resources, "limits": resources}}]},
+    }
+
+
+def wait_pod(api, name, done, timeout=300):
+    deadline = time.time() + timeout
+    pod = None
+    while time.time() < deadline:
+        pod = api.read_namespaced_pod(name, "default")
+        if done(pod):
+            return pod
+        time.sleep(3)
+    pytest.fail("pod %s did not get there in %d s: %s" % (name, timeout, pod and pod.status))
+
+
+def cpu_list(text):
+    cpus = set()
+    for part in text.strip().split(","):
+        if "-" in part:
+            low, high = part.split("-")
+            cpus.update(range(int(low), int(high) + 1))
+        elif part:
+            cpus.add(int(part))
+    return cpus
+
+
+def node_cpus(host, node):
+    return cpu_list(host.file("/sys/devices/system/node/node%d/cpulist" % node).content_string)
+
+
+# --- what the converge did ---------------------------------------------------------------------
+
+def test_node_is_ready_and_schedulable_with_the_numa_settings_in_force(host, api):
+    node = api.read_node(NODE)
+    ready = [c for c in node.status.conditions if c.type == "Ready"][0]
+    assert ready.status == "True", ready
+    assert not node.spec.unschedulable, "the role left the node cordoned"
+    running = configz(host)
+    assert running["cpuManagerPolicy"] == "static"
+    assert running["memoryManagerPolicy"] == "Static"
+    assert running["topologyManagerPolicy"] == "single-numa-node"
+    assert running["topologyManagerScope"] == "pod"
+    assert sum(int(e["limits"]["memory"].rstrip("Mi")) for e in running["reservedMemory"]) == 256 + 100
+
+
+def test_the_change_went_through_drain_and_a_fresh_cpu_manager_state(host, api):
+    # The pod that ran before the change was evicted by the drain (it has no controller to come back).
+    names = [p.metadata.name for p in api.list_namespaced_pod("default").items]
+    assert "running-before-static" not in names
+    state = json.loads(host.file("/var/lib/kubelet/cpu_manager_state").content_string)
+    assert state["policyName"] == "static"
+    assert not host.file("/var/lib/kubelet/cpu_manager_state.numa-kube-previous").exists
+
+
+# --- kubelet pins Guaranteed pods to one NUMA node ------------------------------------------------
+
+def test_guaranteed_pod_gets_exclusive_cpus_and_memory_of_one_numa_node(host, api):
+    api.create_namespaced_pod("default", guaranteed_pod("pinned", "1", "128Mi"))
+    pod = wait_pod(api, "pinned", lambda p: p.status.phase == "Running")
+    container = pod.status.container_statuses[0].container_id.split("://")[-1]
+    folder = host.check_output("find /sys/fs/cgroup/kubepods* -maxdepth 3 -type d -name '*%s*'" % container)
+    assert folder, "no cgroup for container %s" % container
+    cpus = cpu_list(host.file(folder.splitlines()[0] + "/cpuset.cpus.effective").content_string)
+    mems = cpu_list(host.file(folder.splitlines()[0] + "/cpuset.mems.effective").content_string)
+    print("pinned pod: cpuset.cpus=%s cpuset.mems=%s" % (sorted(cpus), sorted(mems)))
+    assert len(cpus) == 1, "a Guaranteed pod with cpu: 1 gets exactly one exclusive CPU"
+    assert len(mems) == 1, "its memory comes from one NUMA node"
+    assert cpus <= node_cpus(host, list(mems)[0]), "CPU and memory on the same NUMA node"
+    reserved = json.loads(host.file("/var/lib/kubelet/cpu_manager_state").content_string)
+    assert str(list(cpus)[0]) in json.dumps(reserved.get("entries", {})), reserved
+    api.delete_namespaced_pod("pinned", "default", grace_period_seconds=0)
+
+
+def test_pod_that_fits_the_node_but_no_numa_node_is_rejected(host, api):
+    allocatable = api.read_node(NODE).status.allocatable["cpu"]
+    cores = float(allocatable[:-1]) / 1000 if allocatable.endswith("m") else float(allocatable)
+    assert cores >= 3, "the node as a whole has room for 3 CPUs (%s)" % allocatable
+    assert all(len(node_cpus(host, n)) < 3 for n in (0, 1)), "no single NUMA node has 3 CPUs"
+    api.create_namespaced_pod("default", guaranteed_pod("too-wide", "3", "128Mi"))
+    pod = wait_pod(api, "too-wide", lambda p: p.status.phase == "Failed")
+    print("too-wide pod: reason=%s message=%s" % (pod.status.reason, pod.status.message))
+    assert pod.status.reason == "TopologyAffinityError"
+    api.delete_namespaced_pod("too-wide", "default", grace_period_seconds=0)
+
+
+# --- the reservation engine against the real kubelet ----------------------------------------------
+
+KUBELET_TRIAL = r'''
+import subprocess, sys, time
+cmd = ["/usr/local/bin/kubelet", "--config=" + sys.argv[1], "--root-dir=" + sys.argv[2],
+       "--hostname-override=crosscheck"]
+proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+verdict, line, started, deadline = "undecided", "", None, time.time() + 90
+import os, select
+while time.time() < deadline:
+    ready, _, _ = select.select([proc.stdout], [], [], 1)
+    if ready:
+        text = proc.stdout.readline()
+        if not text and proc.poll() is not None:
+            break
+        if '"command failed"' in text or "Failed to initialize memory manager" in text:
+            verdict, line = "refused", text.strip()
+            break
+        if "Started kubelet" in text and started is None:
+            started = time.time()
+    if started and time.time() - started > 10:
+        verdict = "accepted"
+        break
+proc.kill()
+proc.wait()
+print(verdict)
+print(line)
+'''
+
+
+def reserved_memory_module(args):
+    """Run numa.kube.reserved_memory on the controller; returns (refused, message)."""
+    env = dict(os.environ, ANSIBLE_NOCOLOR="1", ANSIBLE_LOAD_CALLBACK_PLUGINS="1", ANSIBLE_STDOUT_CALLBACK="json")
+    out = subprocess.run(["ansible", "localhost", "-c", "local", "-m", "numa.kube.reserved_memory", "-a",
+                          json.dumps(args)], env=env, capture_output=True, text=True, timeout=300)
+    result = json.loads(out.stdout)["plays"][0]["tasks"][0]["hosts"]["localhost"]
+    return bool(result.get("failed")), result.get("msg", "")
+
+
+def test_reservation_verdicts_agree_with_the_real_kubelet(host):
+    node_memory = {}
+    for node in (0, 1):
+        text = host.file("/sys/devices/system/node/node%d/meminfo" % node).content_string
+        node_memory[str(node)] = int(re.search(r"MemTotal:\s+(\d+) kB", text).group(1)) * 1024
+    capacity = int(re.search(r"MemTotal:\s+(\d+) kB", host.file("/proc/meminfo").content_string).group(1)) * 1024
+    base = yaml.safe_load(host.file(CONFIG).content_string)
+    kube = {"cpu": "500m", "memory": "256Mi"}
+    rke2 = {"imagefs.available": "15%"}
+    cases = [
+        ("sum equal (kubeadm eviction 100Mi)", None, [(0, {"memory": "178Mi"}), (1, {"memory": "178Mi"})]),
+        ("sum unequal", None, [(0, {"memory": "100Mi"}), (1, {"memory": "100Mi"})]),
+        ("hugepages entry", None, [(0, {"memory": "356Mi", "hugepages-2Mi": "2Mi"})]),
+        ("NUMA node that does not exist", None, [(0, {"memory": "178Mi"}), (7, {"memory": "178Mi"})]),
+        ("memory.available 5%, computed", {"memory.available": "5%"}, "compute"),
+        ("memory.available 5%, 100Mi assumed", {"memory.available": "5%"},
+         [(0, {"memory": "178Mi"}), (1, {"memory": "178Mi"})]),
+        ("RKE2-style eviction, kube-reserved only", rke2, [(0, {"memory": "128Mi"}), (1, {"memory": "128Mi"})]),
+        ("RKE2-style eviction, 100Mi added", rke2, [(0, {"memory": "178Mi"}), (1, {"memory": "178Mi"})]),
+    ]
+    report = []
+    host.run_expect([0], "systemctl stop kubelet")
+    try:
+        for index, (title, eviction, layout) in enumerate(cases):
+            args = {"numa_node_memory": node_memory, "memory_capacity": capacity, "kube_reserved": kube,
+                    "placement": "single"}
+            if eviction:
+                args["eviction_hard"] = eviction
+            if layout != "compute":
+                args["reserved_memory"] = [{"numaNode": n, "limits": limits} for n, limits in layout]
+            refused, message = reserved_memory_module(args)
+            if layout == "compute":
+                assert not refused, message
+                out = subprocess.run(["ansible", "localhost", "-c", "local", "-m", "numa.kube.reserved_memory", "-a",
+                                      json.dumps(args)], capture_output=True, text=True,
+                                     env=dict(os.environ, ANSIBLE_STDOUT_CALLBACK="json",
+                                              ANSIBLE_LOAD_CALLBACK_PLUGINS="1"))
+                computed = json.loads(out.stdout)["plays"][0]["tasks"][0]["hosts"]["localhost"]["reserved_memory"]
+                layout = [(e["numaNode"], e["limits"]) for e in computed]
+            config = dict(base, kubeReserved=kube, cpuManagerPolicy="none", memoryManagerPolicy="Static",
+                          reservedMemory=[{"numaNode": n, "limits": limits} for n, limits in layout])
+            config.pop("topologyManagerPolicy", None)
+            if eviction:
+                config["evictionHard"] = eviction
+            path = "/var/tmp/crosscheck-%d.yaml" % index
+            host.run_expect([0], "cat > %s <<'EOF'\n%s\nEOF" % (path, yaml.safe_dump(config)))
+            host.run_expect([0], "cat > /var/tmp/kubelet_trial.py <<'EOF'\n%s\nEOF" % KUBELET_TRIAL)
+            trial = host.check_output("python3 /var/tmp/kubelet_trial.py %s /var/lib/kubelet-crosscheck/%d"
+                                      % (path, index)).splitlines()
+            verdict = trial[0]
+            report.append("%-45s module: %-8s kubelet: %-8s %s" % (
+                title, "refused" if refused else "accepted", verdict, trial[1] if len(trial) > 1 else ""))
+            print(report[-1])
+            assert verdict in ("accepted", "refused"), "kubelet gave no verdict for %r: %s" % (title, trial)
+            assert (verdict == "refused") == refused, "module and kubelet disagree on %r: %s / %s" % (
+                title, message, trial)
+    finally:
+        os.makedirs(os.path.dirname(REPORT), exist_ok=True)
+        with open(REPORT, "w") as handle:
+            handle.write("\n".join(report) + "\n")
+        host.run("rm -rf /var/lib/kubelet-crosscheck /var/tmp/crosscheck-*.yaml; systemctl start kubelet")
+        wait_kubelet_healthy(host)
+    assert len(report) == len(cases)
+
+
+# --- the role is what makes the difference ---------------------------------------------------------
+
+def test_the_same_change_by_hand_without_removing_the_state_crash_loops(host):
+    """Flip the CPU Manager policy by hand, keeping cpu_manager_state: kubelet refuses to start."""
+    original = host.file(CONFIG).content_string
+    host.run_expect([0], "cp %s /var/tmp/config.yaml.by-hand && sed -i 's/^cpuManagerPolicy: static$/"
+                         "cpuManagerPolicy: none/' %s && date +%%s > /var/tmp/by-hand.since" % (CONFIG, CONFIG))
+    try:
+        host.run_expect([0], "systemctl restart kubelet")
+        since = host.file("/var/tmp/by-hand.since").content_string.strip()
+        deadline = time.time() + 120
+        line = ""
+        while time.time() < deadline and not line:
+            journal = host.run("journalctl -u kubelet --since @%s --no-pager -o cat" % since).stdout
+            line = next((entry for entry in journal.splitlines() if "differs from state checkpoint policy" in entry), "")
+            time.sleep(3)
+        print("kubelet after the change by hand: %s" % line)
+        assert 'configured policy \\"none\\" differs from state checkpoint policy \\"static\\"' in line
+        assert "delete the CPU manager checkpoint file" in line
+    finally:
+        host.run_expect([0], "cp /var/tmp/config.yaml.by-hand %s && systemctl restart kubelet" % CONFIG)
+        wait_kubelet_healthy(host)
+    assert host.file(CONFIG).content_string == original
+
+
+def test_a_configuration_kubelet_refuses_is_rolled_back(host):
+    """Past the preflight with the test-only switch, a wrong sum reaches kubelet; the role restores."""
+    before = host.file(CONFIG).sha256sum
+    running_before = configz(host)["reservedMemory"]
+    extra = {"kubelet_validate": False, "kubelet_drain": False, "kubelet_health_timeout": 60,
+             "kubelet_health_settle": 10,
+             "kubelet_reserved_memory": [{"numaNode": 0, "limits": {"memory": "300Mi"}}]}
+    command = ["ansible-playbook", "-i", os.environ["MOLECULE_INVENTORY_FILE"], os.path.join(ROOT, "playbooks",
+               "site.yml"), "--tags", "kubelet", "-e", json.dumps(extra)]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=900,
+                            env=dict(os.environ, ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0"))
+    output = result.stdout + result.stderr
+    print("\n".join(line for line in output.splitlines() if "rolled" in line or "not equal" in line)[:3000])
+    assert result.returncode != 0, "the play should fail"
+    assert "rolled numa-kubelet back" in output or "rolled %s back" % "numa-kubelet" in output
+    assert 'is not equal to the value' in output and "Node Allocatable" in output
+    assert host.file(CONFIG).sha256sum == before, "the previous configuration file is back"
+    wait_kubelet_healthy(host, settle=5)
+    assert configz(host)["reservedMemory"] == running_before
