@@ -184,12 +184,14 @@ print(line)
 
 
 def reserved_memory_module(args):
-    """Run numa.kube.reserved_memory on the controller; returns (refused, message)."""
-    env = dict(os.environ, ANSIBLE_NOCOLOR="1", ANSIBLE_LOAD_CALLBACK_PLUGINS="1", ANSIBLE_STDOUT_CALLBACK="json")
+    """Run numa.kube.reserved_memory on the controller as an ad-hoc task; returns its result."""
+    env = dict(os.environ, ANSIBLE_NOCOLOR="1", ANSIBLE_LOAD_CALLBACK_PLUGINS="0")
+    env.pop("ANSIBLE_CONFIG", None)
     out = subprocess.run(["ansible", "localhost", "-c", "local", "-m", "numa.kube.reserved_memory", "-a",
                           json.dumps(args)], env=env, capture_output=True, text=True, timeout=300)
-    result = json.loads(out.stdout)["plays"][0]["tasks"][0]["hosts"]["localhost"]
-    return bool(result.get("failed")), result.get("msg", "")
+    text = out.stdout
+    assert "=> {" in text, out.stdout + out.stderr
+    return json.loads(text[text.index("=> {") + 3:])
 
 
 def test_reservation_verdicts_agree_with_the_real_kubelet(host):
@@ -222,15 +224,11 @@ def test_reservation_verdicts_agree_with_the_real_kubelet(host):
                 args["eviction_hard"] = eviction
             if layout != "compute":
                 args["reserved_memory"] = [{"numaNode": n, "limits": limits} for n, limits in layout]
-            refused, message = reserved_memory_module(args)
+            result = reserved_memory_module(args)
+            refused, message = bool(result.get("failed")), result.get("msg", "")
             if layout == "compute":
                 assert not refused, message
-                out = subprocess.run(["ansible", "localhost", "-c", "local", "-m", "numa.kube.reserved_memory", "-a",
-                                      json.dumps(args)], capture_output=True, text=True,
-                                     env=dict(os.environ, ANSIBLE_STDOUT_CALLBACK="json",
-                                              ANSIBLE_LOAD_CALLBACK_PLUGINS="1"))
-                computed = json.loads(out.stdout)["plays"][0]["tasks"][0]["hosts"]["localhost"]["reserved_memory"]
-                layout = [(e["numaNode"], e["limits"]) for e in computed]
+                layout = [(e["numaNode"], e["limits"]) for e in result["reserved_memory"]]
             config = dict(base, kubeReserved=kube, cpuManagerPolicy="none", memoryManagerPolicy="Static",
                           reservedMemory=[{"numaNode": n, "limits": limits} for n, limits in layout])
             config.pop("topologyManagerPolicy", None)
