@@ -21,8 +21,6 @@ import base64
 import json
 import os
 import shutil
-import signal
-import socket
 import ssl
 import subprocess
 import sys
@@ -33,17 +31,12 @@ try:
 except ImportError:  # pragma: no cover - Python 2 is not supported by the test bed
     raise
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "vm"))
+from numa_vm import end_process, free_port  # noqa: E402  pylint: disable=wrong-import-position
+
 __metaclass__ = type  # pylint: disable=invalid-name
 
 GUEST_SEES_HOST_AS = "10.0.2.2"
-
-
-def free_port():
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    sock.close()
-    return port
 
 
 def openssl(*args):
@@ -179,22 +172,7 @@ def stop(args, keep_logs=True):
         with open(pidfile) as handle:
             text = handle.read().strip()
         if text.isdigit():
-            pid = int(text)
-            for signum in (signal.SIGTERM, signal.SIGKILL):
-                try:
-                    os.killpg(pid, signum)
-                except OSError:
-                    break
-                deadline = time.time() + 15
-                while time.time() < deadline:
-                    try:
-                        os.kill(pid, 0)
-                    except OSError:
-                        break
-                    time.sleep(0.3)
-                else:
-                    continue
-                break
+            end_process(int(text), group=True)
         os.remove(pidfile)
     for name in ("etcd-data", "pki", "control-plane.json", "admin.kubeconfig", "kubelet.kubeconfig"):
         path = os.path.join(args.workdir, name)

@@ -63,6 +63,23 @@ def numa_args(layout):
     return args, total_mb, cpu
 
 
+def end_process(pid, group=False):
+    """SIGTERM, then SIGKILL after 20 s, ``pid`` (or its whole process group); quiet when it is gone."""
+    kill = os.killpg if group else os.kill
+    for signum, wait in ((signal.SIGTERM, 20), (signal.SIGKILL, 10)):
+        try:
+            kill(pid, signum)
+        except OSError:
+            return
+        deadline = time.time() + wait
+        while time.time() < deadline:
+            try:
+                os.kill(pid, 0)
+            except OSError:
+                return
+            time.sleep(0.3)
+
+
 def kvm_works(kernel, workdir, seconds=20):
     """Boot the guest kernel under KVM for a few seconds and see whether it prints anything."""
     if not os.access("/dev/kvm", os.W_OK) or not kernel:
@@ -157,23 +174,8 @@ def stop(args, keep_logs=True):
     if os.path.exists(pidfile):
         with open(pidfile) as handle:
             text = handle.read().strip()
-        pid = int(text) if text.isdigit() else None
-        if pid:
-            for signum, wait in ((signal.SIGTERM, 20), (signal.SIGKILL, 10)):
-                try:
-                    os.kill(pid, signum)
-                except OSError:
-                    break
-                deadline = time.time() + wait
-                while time.time() < deadline:
-                    try:
-                        os.kill(pid, 0)
-                    except OSError:
-                        break
-                    time.sleep(0.5)
-                else:
-                    continue
-                break
+        if text.isdigit():
+            end_process(int(text))
         if os.path.exists(pidfile):  # qemu removes it itself when it exits cleanly
             os.remove(pidfile)
     for name in ["disk.qcow2", "instance.json"] + ([] if keep_logs else ["console.log"]):
