@@ -185,11 +185,11 @@ print(line)
 
 def reserved_memory_module(args):
     """Run numa.kube.reserved_memory on the controller as an ad-hoc task; returns its result."""
-    env = dict(os.environ, ANSIBLE_NOCOLOR="1", ANSIBLE_LOAD_CALLBACK_PLUGINS="0")
+    env = dict(os.environ, ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0", ANSIBLE_LOAD_CALLBACK_PLUGINS="0")
     env.pop("ANSIBLE_CONFIG", None)
     out = subprocess.run(["ansible", "localhost", "-c", "local", "-m", "numa.kube.reserved_memory", "-a",
                           json.dumps(args)], env=env, capture_output=True, text=True, timeout=300, check=False)
-    text = out.stdout
+    text = re.sub(r"\x1b\[[0-9;]*m", "", out.stdout)
     assert "=> {" in text, out.stdout + out.stderr
     return json.loads(text[text.index("=> {") + 3:])
 
