@@ -191,7 +191,10 @@ def reserved_memory_module(args):
                           json.dumps(args)], env=env, capture_output=True, text=True, timeout=300, check=False)
     text = re.sub(r"\x1b\[[0-9;]*m", "", out.stdout)
     assert "=> {" in text, out.stdout + out.stderr
-    return json.loads(text[text.index("=> {") + 3:])
+    result = json.loads(text[text.index("=> {") + 3:])
+    # the one-line header says how the task ended: "localhost | SUCCESS => {" or "localhost | FAILED! => {"
+    result["failed"] = "FAILED" in text[:text.index("=> {")]
+    return result
 
 
 def test_reservation_verdicts_agree_with_the_real_kubelet(host):
