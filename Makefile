@@ -16,12 +16,14 @@ export ANSIBLE_PIPELINING := true
 export ANSIBLE_HOST_KEY_CHECKING := false
 export ANSIBLE_NOCOLOR := true
 
-.PHONY: help venv test test-fast lint yamllint ansible-lint sanity units demo clean
+.PHONY: help venv test test-fast test-vm lint yamllint ansible-lint sanity units demo demo-local clean
 
 help:
-	@echo "make test       set up .venv (pinned) and run every test tier"
-	@echo "make test-fast  the same (until the VM tiers exist, every tier is fast)"
-	@echo "make demo       read this machine's NUMA topology and print the kubelet reservation it needs"
+	@echo "make test       set up .venv (pinned) and the VM tools, run every test tier (what CI runs)"
+	@echo "make test-fast  only lint, sanity and units (no VMs), for quick iteration"
+	@echo "make test-vm    only the VM tiers; make molecule-<scenario> runs one scenario"
+	@echo "make demo       boot a 2-node NUMA VM, run site.yml on it, print the report, destroy it"
+	@echo "make demo-local read this machine's NUMA topology and print the kubelet reservation it needs"
 	@echo "make lint | sanity | units   one tier"
 
 $(STAMP): requirements.txt
@@ -36,10 +38,17 @@ $(COLLECTIONS)/ansible_collections/numa/kube:
 
 venv: $(STAMP) $(COLLECTIONS)/ansible_collections/numa/kube
 
-test: venv
-	@bash tools/run-tiers lint sanity units
+FAST_TIERS := lint sanity units
+VM_TIERS := vm-assets molecule-default molecule-uneven molecule-bad-input molecule-kubelet
 
-test-fast: test
+test: venv vm-deps
+	@bash tools/run-tiers $(FAST_TIERS) $(VM_TIERS)
+
+test-fast: venv
+	@bash tools/run-tiers $(FAST_TIERS)
+
+test-vm: venv vm-deps
+	@bash tools/run-tiers $(VM_TIERS)
 
 lint: venv
 	@bash tools/run-tiers lint
@@ -50,7 +59,15 @@ sanity: venv
 units: venv
 	@bash tools/run-tiers units
 
-demo: venv
+# The whole job on a local NUMA VM: boot the default scenario's guest (2 NUMA nodes), make it a
+# kubeadm-style worker, run site.yml against it (the closing report shows the result), tear it down.
+demo: venv vm-deps
+	@trap '$(BIN)/molecule destroy -s default >/dev/null' EXIT; \
+	  $(BIN)/molecule create -s default && $(BIN)/molecule prepare -s default --force && \
+	  $(BIN)/molecule converge -s default
+
+# Read-only look at this machine's own topology and the reservation it would need.
+demo-local: venv
 	$(BIN)/ansible-playbook -i inventories/localhost/hosts.yml playbooks/demo_local.yml
 
 clean:
