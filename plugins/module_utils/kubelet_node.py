@@ -18,6 +18,7 @@ import re
 
 from ansible_collections.numa.kube.plugins.module_utils.errors import ProblemsError
 from ansible_collections.numa.kube.plugins.module_utils.kubelet_args import flag_name
+from ansible_collections.numa.kube.plugins.module_utils.kubelet_config import detect_format, load_text, merge_patch
 
 DROPIN_NAME = "50-numa-kube.conf"
 STATE_DIR = "/var/lib/kubelet"
@@ -228,8 +229,6 @@ class NodeFiles:
 
 
 def _load(path, text):
-    from ansible_collections.numa.kube.plugins.module_utils.kubelet_config import detect_format, load_text
-
     if text is None:
         return {}
     try:
@@ -244,8 +243,6 @@ def read_node(files, distribution="auto", overrides=None, settings=None, service
     ``service_states(names)`` returns name -> systemd ActiveState. Raises KubeletNodeError listing
     every problem: an unknown distribution, flags or later drop-ins that would undo ``settings``.
     """
-    from ansible_collections.numa.kube.plugins.module_utils.kubelet_config import merge_patch
-
     if distribution in (None, "", "auto"):
         distribution = detect_distribution(files.exists)
         if distribution is None:

@@ -113,8 +113,32 @@ def test_node_is_ready_and_schedulable_with_the_numa_settings_in_force(host, api
     assert sum(int(e["limits"]["memory"].rstrip("Mi")) for e in running["reservedMemory"]) == 256 + 100
 
 
+def admin_requests():
+    """What the role's controller asked of the API server, in order, from its audit log."""
+    requests = []
+    with open(os.path.join(CONTROL_PLANE, "audit.log")) as handle:
+        for line in handle:
+            event = json.loads(line)
+            if event["user"]["username"] != "numa-kube-admin" or event.get("stage") != "ResponseComplete":
+                continue
+            if event.get("responseStatus", {}).get("code", 500) >= 300:
+                continue
+            ref = event["objectRef"]
+            if ref["resource"] == "nodes" and not ref.get("subresource") and event["verb"] in ("patch", "update"):
+                spec = (event.get("requestObject") or {}).get("spec") or {}
+                requests.append(("cordon" if spec.get("unschedulable") else "uncordon", ref["name"]))
+            elif ref.get("subresource") == "eviction":
+                requests.append(("evict", ref["name"]))
+    return requests
+
+
 def test_the_change_went_through_drain_and_a_fresh_cpu_manager_state(host, api):
-    # The pod that ran before the change was evicted by the drain (it has no controller to come back).
+    # The API server saw the node cordoned, the running pod evicted (not deleted), the node uncordoned.
+    seen = admin_requests()
+    assert ("evict", "running-before-static") in seen, seen
+    evicted = seen.index(("evict", "running-before-static"))
+    assert ("cordon", NODE) in seen[:evicted], seen
+    assert ("uncordon", NODE) in seen[evicted:], seen
     names = [p.metadata.name for p in api.list_namespaced_pod("default").items]
     assert "running-before-static" not in names
     state = json.loads(host.file("/var/lib/kubelet/cpu_manager_state").content_string)
@@ -283,6 +307,14 @@ def test_the_same_change_by_hand_without_removing_the_state_crash_loops(host):
     assert host.file(CONFIG).content_string == original
 
 
+def run_site(extra):
+    """The site playbook's kubelet part against the scenario's guest, as a user runs it."""
+    command = ["ansible-playbook", "-i", os.environ["MOLECULE_INVENTORY_FILE"], os.path.join(ROOT, "playbooks",
+               "site.yml"), "--tags", "kubelet", "-e", json.dumps(extra)]
+    return subprocess.run(command, capture_output=True, text=True, timeout=900, check=False,
+                          env=dict(os.environ, ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0"))
+
+
 def test_a_configuration_kubelet_refuses_is_rolled_back(host):
     """Past the preflight with the test-only switch, a wrong sum reaches kubelet; the role restores."""
     before = host.file(CONFIG).sha256sum
@@ -290,10 +322,7 @@ def test_a_configuration_kubelet_refuses_is_rolled_back(host):
     extra = {"kubelet_validate": False, "kubelet_drain": False, "kubelet_health_timeout": 60,
              "kubelet_health_settle": 10,
              "kubelet_reserved_memory": [{"numaNode": 0, "limits": {"memory": "300Mi"}}]}
-    command = ["ansible-playbook", "-i", os.environ["MOLECULE_INVENTORY_FILE"], os.path.join(ROOT, "playbooks",
-               "site.yml"), "--tags", "kubelet", "-e", json.dumps(extra)]
-    result = subprocess.run(command, capture_output=True, text=True, timeout=900, check=False,
-                            env=dict(os.environ, ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0"))
+    result = run_site(extra)
     output = result.stdout + result.stderr
     print("\n".join(line for line in output.splitlines() if "rolled" in line or "not equal" in line)[:3000])
     assert result.returncode != 0, "the play should fail"
@@ -302,3 +331,40 @@ def test_a_configuration_kubelet_refuses_is_rolled_back(host):
     assert host.file(CONFIG).sha256sum == before, "the previous configuration file is back"
     wait_kubelet_healthy(host, settle=5)
     assert configz(host)["reservedMemory"] == running_before
+
+
+# --- kubelet started with --config-dir --------------------------------------------------------------
+
+def test_kubelet_with_a_config_dir_honours_the_drop_in_the_role_writes(host):
+    """kubeadm nodes may run kubelet with --config-dir: the role writes its drop-in there, leaves the
+    main file alone, and the real kubelet runs with the drop-in's settings (read back from /configz)."""
+    dropins = "/etc/kubernetes/kubelet.conf.d"
+    flags = "/var/lib/kubelet/kubeadm-flags.env"
+    main_before = host.file(CONFIG).sha256sum
+    host.run_expect([0], "cp %s /var/tmp/kubeadm-flags.env.orig && mkdir -p %s && "
+                         "sed -i 's|^KUBELET_KUBEADM_ARGS=\"|&--config-dir=%s |' %s && systemctl restart kubelet"
+                    % (flags, dropins, dropins, flags))
+    try:
+        wait_kubelet_healthy(host, settle=5)
+        assert configz(host)["topologyManagerPolicy"] == "single-numa-node"
+        result = run_site({"kubelet_drain": False, "kubelet_topology_manager_policy": "restricted",
+                           "kubelet_topology_manager_scope": "pod", "kubelet_health_settle": 10})
+        assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
+        dropin = yaml.safe_load(host.file(dropins + "/50-numa-kube.conf").content_string)
+        assert dropin["kind"] == "KubeletConfiguration"
+        assert dropin["topologyManagerPolicy"] == "restricted"
+        assert host.file(CONFIG).sha256sum == main_before, "the main configuration was changed"
+        running = configz(host)
+        assert running["topologyManagerPolicy"] == "restricted"
+        assert running["cpuManagerPolicy"] == "static"
+        assert running["memoryManagerPolicy"] == "Static"
+        # a second run finds nothing to do and restarts nothing
+        pid = host.check_output("systemctl show -p MainPID --value kubelet")
+        again = run_site({"kubelet_drain": False, "kubelet_topology_manager_policy": "restricted",
+                          "kubelet_topology_manager_scope": "pod"})
+        assert again.returncode == 0, again.stdout[-3000:]
+        assert re.search(r"numa-kubelet\s*:.*changed=0", again.stdout), again.stdout[-1500:]
+        assert host.check_output("systemctl show -p MainPID --value kubelet") == pid
+    finally:
+        host.run("cp /var/tmp/kubeadm-flags.env.orig %s && rm -rf %s && systemctl restart kubelet" % (flags, dropins))
+        wait_kubelet_healthy(host, settle=5)

@@ -10,13 +10,13 @@
 authorization) on free loopback ports, waits until the API server is ready, and prints JSON with
 the API server's port and two kubeconfigs: ``admin`` (for the controller, 127.0.0.1) and
 ``kubelet`` (for the guest, which reaches the host's loopback as 10.0.2.2 through qemu's user
-network). Logs go to DIR/*.log. ``stop`` ends both and removes the data; it succeeds when there is
+network). Logs go to DIR/*.log; DIR/audit.log records every change to a Node object and every
+eviction (JSON lines), so tests can see what a drain asked for. ``stop`` ends both and removes the data; it succeeds when there is
 nothing to stop.
 """
 
 from __future__ import absolute_import, division, print_function
 
-import argparse
 import base64
 import json
 import os
@@ -32,11 +32,25 @@ except ImportError:  # pragma: no cover - Python 2 is not supported by the test 
     raise
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "vm"))
-from numa_vm import end_process, free_port  # noqa: E402  pylint: disable=wrong-import-position
+from numa_vm import end_process, free_port, start_stop_cli  # noqa: E402  pylint: disable=wrong-import-position
 
 __metaclass__ = type  # pylint: disable=invalid-name
 
 GUEST_SEES_HOST_AS = "10.0.2.2"
+
+
+AUDIT_POLICY = """\
+apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived]
+rules:
+  - level: Request
+    verbs: [create, patch, update]
+    resources:
+      - group: ""
+        resources: [nodes, pods/eviction]
+  - level: None
+"""
 
 
 def openssl(*args):
@@ -118,6 +132,14 @@ def start(args):
     openssl("genrsa", "-out", os.path.join(pki, "sa.key"), "2048")
     openssl("rsa", "-in", os.path.join(pki, "sa.key"), "-pubout", "-out", os.path.join(pki, "sa.pub"))
 
+    # The audit log lets the tests see what the role asked of the API: cordon, evictions, uncordon.
+    audit_policy = os.path.join(args.workdir, "audit-policy.yaml")
+    with open(audit_policy, "w") as handle:
+        handle.write(AUDIT_POLICY)
+    audit_log = os.path.join(args.workdir, "audit.log")
+    if os.path.exists(audit_log):
+        os.remove(audit_log)
+
     etcd_port, peer_port, api_port = free_port(), free_port(), free_port()
     data = os.path.join(args.workdir, "etcd-data")
     shutil.rmtree(data, ignore_errors=True)
@@ -144,7 +166,8 @@ def start(args):
         "--authorization-mode=Node,RBAC",
         # No controller-manager runs, so nothing creates service accounts: pods go without one.
         "--disable-admission-plugins=ServiceAccount",
-        "--enable-priority-and-fairness=false"])
+        "--enable-priority-and-fairness=false",
+        "--audit-policy-file=" + audit_policy, "--audit-log-path=" + audit_log, "--audit-log-format=json"])
     if not wait_ready(api_port, pki, apiserver, args.timeout):
         sys.stderr.write("kube-apiserver did not become ready (exit %s); see %s/kube-apiserver.log and etcd.log\n"
                          % (apiserver.poll(), args.workdir))
@@ -181,7 +204,7 @@ def stop(args, keep_logs=True):
         elif os.path.exists(path):
             os.remove(path)
     if not keep_logs:
-        for name in ("kube-apiserver.log", "etcd.log"):
+        for name in ("kube-apiserver.log", "etcd.log", "audit.log", "audit-policy.yaml"):
             path = os.path.join(args.workdir, name)
             if os.path.exists(path):
                 os.remove(path)
@@ -189,20 +212,11 @@ def stop(args, keep_logs=True):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    sub = parser.add_subparsers(dest="action", required=True)
-    begin = sub.add_parser("start")
-    begin.add_argument("--workdir", required=True)
-    begin.add_argument("--assets", required=True)
-    begin.add_argument("--node-name", default="numa-guest")
-    begin.add_argument("--timeout", type=int, default=180)
-    end = sub.add_parser("stop")
-    end.add_argument("--workdir", required=True)
-    args = parser.parse_args(argv)
-    if args.action == "start":
-        os.makedirs(args.workdir, exist_ok=True)
-        return start(args)
-    return stop(args)
+    return start_stop_cli(__doc__, [
+        ("--assets", {"required": True}),
+        ("--node-name", {"default": "numa-guest"}),
+        ("--timeout", {"type": int, "default": 180, "help": "seconds the API server may take to be ready"}),
+    ], start, stop, argv)
 
 
 if __name__ == "__main__":

@@ -8,7 +8,10 @@
 
 ``start`` boots a copy-on-write overlay of the base image with the NUMA layout given, forwards a free
 port on 127.0.0.1 to the guest's SSH, waits until SSH answers and prints the instance as JSON
-(address, port, user, identity_file). The guest console goes to DIR/console.log. ``stop`` saves the
+(address, port, user, identity_file). The guest console goes to DIR/console.log. A boot that does
+not answer SSH in time (or whose qemu dies) is ended and tried again from a fresh overlay, up to
+``--boot-attempts`` times; the console of each failed attempt is kept as DIR/console.attemptN.log
+and its last lines are printed. KVM is used only when a probe boot under it works. ``stop`` saves the
 journal of the services under test to DIR/journal.log, ends the VM and removes the overlay; it
 succeeds when there is nothing to stop.
 
@@ -80,42 +83,76 @@ def end_process(pid, group=False):
             time.sleep(0.3)
 
 
-def kvm_works(kernel, workdir, seconds=20):
-    """Boot the guest kernel under KVM for a few seconds and see whether it prints anything."""
-    if not os.access("/dev/kvm", os.W_OK) or not kernel:
+def kvm_works(image, workdir, seconds=30):
+    """Boot the image under KVM for a few seconds (writes discarded) and see whether the kernel starts.
+
+    /dev/kvm can exist while guests cannot run under it (qemu then aborts on an MSR it cannot set);
+    only a real boot tells.
+    """
+    if not os.access("/dev/kvm", os.W_OK):
         return False
     log = os.path.join(workdir, "kvm-probe.log")
-    command = ["qemu-system-x86_64", "-accel", "kvm", "-cpu", "host", "-m", "256", "-nographic", "-no-reboot",
-               "-kernel", kernel, "-append", "console=ttyS0 panic=-1"]
-    with open(log, "w") as out:
-        process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT)
+    command = ["qemu-system-x86_64", "-accel", "kvm", "-cpu", "host", "-m", "512", "-display", "none", "-snapshot",
+               "-no-reboot", "-drive", "file=%s,format=qcow2,if=virtio" % os.path.abspath(image),
+               "-serial", "file:%s" % log]
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
         deadline = time.time() + seconds
         while time.time() < deadline and process.poll() is None:
-            time.sleep(1)
-            with open(log) as seen:
+            with open(log, "a+") as seen:
+                seen.seek(0)
                 if "Linux version" in seen.read():
-                    process.kill()
-                    process.wait()
                     return True
+            time.sleep(1)
+        return False
+    finally:
         if process.poll() is None:
             process.kill()
-            process.wait()
-    return False
+        process.wait()
 
 
-def wait_for_ssh(port, key, timeout):
-    """Retry SSH until the guest answers (boot readiness only) or the time is up."""
-    deadline = time.time() + timeout
+def ssh_answers(port, key):
+    """One bounded SSH attempt: True when the guest ran ``true``."""
     command = ["ssh", "-i", key, "-p", str(port), "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
                "-o", "ConnectTimeout=10", "-o", "BatchMode=yes", "-o", "LogLevel=ERROR", "root@127.0.0.1", "true"]
+    try:
+        return subprocess.call(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=60) == 0
+    except subprocess.TimeoutExpired:
+        return False
+
+
+def process_alive(pidfile):
+    try:
+        with open(pidfile) as handle:
+            os.kill(int(handle.read().strip()), 0)
+        return True
+    except (OSError, ValueError):
+        return False
+
+
+def boot_once(command, port, key, pidfile, timeout):
+    """Start qemu and wait for SSH. Returns None when the guest answers, else why it did not."""
+    subprocess.check_call(command)
+    deadline = time.time() + timeout
     while time.time() < deadline:
-        if subprocess.call(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) == 0:
-            return True
+        if ssh_answers(port, key):
+            return None
+        if not process_alive(pidfile):
+            return "qemu exited"
         time.sleep(5)
-    return False
+    return "no SSH answer within %d s" % timeout
+
+
+def console_tail(path, lines=15):
+    try:
+        with open(path, errors="replace") as handle:
+            return "".join(handle.readlines()[-lines:])
+    except OSError:
+        return "(no console log)\n"
 
 
 def start(args):
+    """Boot the guest; a boot that hangs or dies is retried (boot readiness only), its console kept."""
     os.makedirs(args.workdir, exist_ok=True)
     overlay = os.path.join(args.workdir, "disk.qcow2")
     pidfile = os.path.join(args.workdir, "qemu.pid")
@@ -124,30 +161,42 @@ def start(args):
         stop(args)
     layout = json.loads(args.layout) if args.layout else {}
     numa, memory_mb, cpus = numa_args(layout)
-    subprocess.check_call(["qemu-img", "create", "-q", "-f", "qcow2", "-b", os.path.abspath(args.image), "-F", "qcow2",
-                           overlay])
     accel = ["-accel", "tcg,thread=multi", "-cpu", "max"]
-    if args.accel == "kvm" or (args.accel == "auto" and kvm_works(args.probe_kernel, args.workdir)):
+    if args.accel == "kvm" or (args.accel == "auto" and kvm_works(args.image, args.workdir)):
         accel = ["-accel", "kvm", "-cpu", "host"]
-    port = free_port()
-    command = ["qemu-system-x86_64", "-machine", "q35"] + accel + [
-        "-smp", str(cpus), "-m", "%dM" % memory_mb] + numa + [
-        "-drive", "file=%s,format=qcow2,if=virtio" % overlay,
-        "-netdev", "user,id=n0,hostfwd=tcp:127.0.0.1:%d-:22" % port,
-        "-device", "virtio-net-pci,netdev=n0",
-        "-display", "none", "-serial", "file:%s" % console,
-        "-daemonize", "-pidfile", pidfile]
-    subprocess.check_call(command)
-    instance = {"instance": args.name, "address": "127.0.0.1", "port": port, "user": "root",
-                "identity_file": args.key, "accel": accel[1], "workdir": args.workdir}
-    with open(os.path.join(args.workdir, "instance.json"), "w") as handle:
-        json.dump(instance, handle)
-    if not wait_for_ssh(port, args.key, args.boot_timeout):
-        sys.stderr.write("the guest did not answer SSH within %d s; console: %s\n" % (args.boot_timeout, console))
+    failures = []
+    for attempt in range(1, args.boot_attempts + 1):
+        if os.path.exists(overlay):
+            os.remove(overlay)
+        subprocess.check_call(["qemu-img", "create", "-q", "-f", "qcow2", "-b", os.path.abspath(args.image), "-F",
+                               "qcow2", overlay])
+        port = free_port()
+        command = ["qemu-system-x86_64", "-machine", "q35"] + accel + [
+            "-smp", str(cpus), "-m", "%dM" % memory_mb] + numa + [
+            "-drive", "file=%s,format=qcow2,if=virtio" % overlay,
+            "-netdev", "user,id=n0,hostfwd=tcp:127.0.0.1:%d-:22" % port,
+            "-device", "virtio-net-pci,netdev=n0",
+            "-display", "none", "-serial", "file:%s" % console,
+            "-daemonize", "-pidfile", pidfile]
+        instance = {"instance": args.name, "address": "127.0.0.1", "port": port, "user": "root",
+                    "identity_file": args.key, "accel": accel[1], "workdir": args.workdir, "boot_attempts": attempt}
+        with open(os.path.join(args.workdir, "instance.json"), "w") as handle:
+            json.dump(instance, handle)
+        started = time.time()
+        why = boot_once(command, port, args.key, pidfile, args.boot_timeout)
+        if why is None:
+            sys.stderr.write("%s answered SSH after %d s (attempt %d, %s)\n"
+                             % (args.name, time.time() - started, attempt, accel[1]))
+            print(json.dumps(instance))
+            return 0
+        kept = os.path.join(args.workdir, "console.attempt%d.log" % attempt)
+        failures.append("attempt %d: %s; console %s ends with:\n%s" % (attempt, why, kept, console_tail(console)))
         stop(args, keep_logs=True)
-        return 1
-    print(json.dumps(instance))
-    return 0
+        if os.path.exists(console):
+            os.replace(console, kept)
+    summary = "the guest %s did not boot in %d attempts:\n" % (args.name, args.boot_attempts)
+    sys.stderr.write(summary + "".join(failures))
+    return 1
 
 
 def save_journal(workdir):
@@ -185,22 +234,33 @@ def stop(args, keep_logs=True):
     return 0
 
 
-def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def start_stop_cli(doc, start_options, start_fn, stop_fn, argv=None):
+    """A ``start``/``stop`` command line sharing ``--workdir``; ``start_options`` are (flag, kwargs) pairs."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
     sub = parser.add_subparsers(dest="action", required=True)
     begin = sub.add_parser("start")
-    begin.add_argument("--name", required=True)
-    begin.add_argument("--workdir", required=True)
-    begin.add_argument("--image", required=True)
-    begin.add_argument("--key", required=True)
-    begin.add_argument("--layout", default="")
-    begin.add_argument("--accel", choices=["auto", "kvm", "tcg"], default="auto")
-    begin.add_argument("--probe-kernel", default="")
-    begin.add_argument("--boot-timeout", type=int, default=900)
     end = sub.add_parser("stop")
-    end.add_argument("--workdir", required=True)
+    for command in (begin, end):
+        command.add_argument("--workdir", required=True)
+    for flag, options in start_options:
+        begin.add_argument(flag, **options)
     args = parser.parse_args(argv)
-    return start(args) if args.action == "start" else stop(args)
+    if args.action == "start":
+        os.makedirs(args.workdir, exist_ok=True)
+        return start_fn(args)
+    return stop_fn(args)
+
+
+def main(argv=None):
+    return start_stop_cli(__doc__, [
+        ("--name", {"required": True}),
+        ("--image", {"required": True}),
+        ("--key", {"required": True}),
+        ("--layout", {"default": ""}),
+        ("--accel", {"choices": ["auto", "kvm", "tcg"], "default": "auto"}),
+        ("--boot-timeout", {"type": int, "default": 420, "help": "seconds one boot may take to answer SSH"}),
+        ("--boot-attempts", {"type": int, "default": 3, "help": "boots to try before giving up"}),
+    ], start, stop, argv)
 
 
 if __name__ == "__main__":

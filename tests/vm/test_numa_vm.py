@@ -1,0 +1,69 @@
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The VM launcher's own failure path, with a real qemu: a boot that never answers SSH in time is
+ended, tried again from a fresh overlay, and reported with its console; nothing is left running."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import json
+import os
+import socket
+import subprocess
+import sys
+
+import pytest
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+VM = os.path.join(ROOT, "molecule", "resources", "vm")
+
+
+@pytest.fixture(scope="module")
+def image():
+    built = subprocess.run(["bash", os.path.join(VM, "build-image.sh")], capture_output=True, text=True,
+                           check=True, timeout=1800)
+    return built.stdout.strip().splitlines()[-1]
+
+
+def test_a_boot_that_does_not_answer_is_retried_then_reported_and_cleaned_up(image, tmp_path):
+    workdir = str(tmp_path / "vm")
+    layout = json.dumps({"nodes": [{"cpus": 1, "memory_mb": 512}]})
+    run = subprocess.run([sys.executable, os.path.join(VM, "numa_vm.py"), "start", "--name=too-slow",
+                          "--workdir=" + workdir, "--image=" + image,
+                          "--key=" + os.path.join(os.path.dirname(image), "id_ed25519"), "--layout=" + layout,
+                          "--boot-timeout=4", "--boot-attempts=2"],
+                         capture_output=True, text=True, check=False, timeout=300)
+    assert run.returncode == 1, run
+    assert run.stdout == ""
+    assert "did not boot in 2 attempts" in run.stderr
+    assert "attempt 1: no SSH answer within 4 s" in run.stderr
+    assert "attempt 2: no SSH answer within 4 s" in run.stderr
+    for attempt in (1, 2):
+        assert os.path.getsize(os.path.join(workdir, "console.attempt%d.log" % attempt)) > 0
+    # nothing left behind: no qemu, no overlay, no instance record
+    for name in ("qemu.pid", "disk.qcow2", "instance.json"):
+        assert not os.path.exists(os.path.join(workdir, name)), name
+    assert subprocess.run(["pgrep", "-f", "qemu-system.*" + workdir], check=False).returncode == 1
+
+
+def test_a_layout_without_cpus_is_refused_before_qemu_starts(image, tmp_path):
+    workdir = str(tmp_path / "vm")
+    run = subprocess.run([sys.executable, os.path.join(VM, "numa_vm.py"), "start", "--name=no-cpus",
+                          "--workdir=" + workdir, "--image=" + image, "--key=unused",
+                          "--layout=" + json.dumps({"nodes": [{"cpus": 0, "memory_mb": 512}]})],
+                         capture_output=True, text=True, check=False, timeout=60)
+    assert run.returncode != 0
+    assert "the layout has no CPUs" in run.stderr
+    assert not os.path.exists(os.path.join(workdir, "disk.qcow2"))
+
+
+def test_free_port_is_a_loopback_port_nobody_listens_on():
+    sys.path.insert(0, VM)
+    try:
+        from numa_vm import free_port  # pylint: disable=import-outside-toplevel
+    finally:
+        sys.path.remove(VM)
+    port = free_port()
+    with pytest.raises(ConnectionRefusedError):
+        socket.create_connection(("127.0.0.1", port), timeout=5)
