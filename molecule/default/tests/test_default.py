@@ -7,25 +7,18 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import json
+import os
 import re
 import shlex
+import sys
 import time
 
 import pytest
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "resources"))
+from testlib import exporter_metrics  # noqa: E402  pylint: disable=wrong-import-position
+
 testinfra_hosts = ["ansible://all"]
-
-
-def metrics(host):
-    out = host.check_output("python3 -c \"import urllib.request as u; "
-                            "print(u.urlopen('http://127.0.0.1:9201/metrics', timeout=30).read().decode())\"")
-    values = {}
-    for line in out.splitlines():
-        match = re.match(r'^(\w+)\{([^}]*)\} (\S+)$', line)
-        if match:
-            labels = tuple(sorted(re.findall(r'(\w+)="([^"]*)"', match.group(2))))
-            values[(match.group(1), labels)] = float(match.group(3))
-    return values
 
 
 def running_kubelet_config(host):
@@ -68,7 +61,7 @@ def test_containerd_runs_with_nri(host):
 def test_exporter_serves_this_guests_numbers(host):
     assert host.service("numa-exporter").is_running
     assert host.process.get(comm="python3", user="numa-exporter")
-    values = metrics(host)
+    values = exporter_metrics(host)
     for node in (0, 1):
         label = (("numa_node", str(node)),)
         assert values[("numa_node_cpus_count", label)] == 2

@@ -14,10 +14,14 @@ import os
 import re
 import shlex
 import subprocess
+import sys
 import time
 
 import pytest
 import yaml
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "resources"))
+from testlib import exporter_metrics  # noqa: E402  pylint: disable=wrong-import-position
 
 testinfra_hosts = ["ansible://all"]
 
@@ -162,6 +166,14 @@ def test_guaranteed_pod_gets_exclusive_cpus_and_memory_of_one_numa_node(host, ap
     assert cpus <= node_cpus(host, list(mems)[0]), "CPU and memory on the same NUMA node"
     reserved = json.loads(host.file("/var/lib/kubelet/cpu_manager_state").content_string)
     assert str(list(cpus)[0]) in json.dumps(reserved.get("entries", {})), reserved
+    # the exporter reads the same checkpoints: one exclusive CPU and 128Mi assigned, on that node only
+    node = list(mems)[0]
+    values = exporter_metrics(host)
+    for numa_node in (0, 1):
+        label = (("numa_node", str(numa_node)),)
+        assert values[("numa_node_cpus_exclusive", label)] == (1 if numa_node == node else 0), values
+        assigned = values[("numa_node_memory_assigned_bytes", (("numa_node", str(numa_node)), ("resource", "memory")))]
+        assert assigned == (128 * 2 ** 20 if numa_node == node else 0), values
     api.delete_namespaced_pod("pinned", "default", grace_period_seconds=0)
 
 

@@ -7,8 +7,13 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import json
+import os
 import re
 import shlex
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "resources"))
+from testlib import exporter_metrics  # noqa: E402  pylint: disable=wrong-import-position
 
 testinfra_hosts = ["ansible://all"]
 
@@ -53,11 +58,9 @@ def test_kubelet_runs_a_reservation_spread_by_node_memory(host):
 
 
 def test_exporter_numbers_match_the_guest(host):
-    values = {}
-    for line in get(host, "http://127.0.0.1:9201/metrics").splitlines():
-        match = re.match(r'^(numa_node_\w+)\{numa_node="(\d+)"\} (\S+)$', line)
-        if match:
-            values[(match.group(1), int(match.group(2)))] = float(match.group(3))
+    samples = exporter_metrics(host)
+    values = {(name, int(labels[0][1])): value for (name, labels), value in samples.items()
+              if len(labels) == 1 and labels[0][0] == "numa_node"}
     for node in range(4):
         assert values[("numa_node_cpus_count", node)] == CPUS[node]
         assert values[("numa_node_memory_total_bytes", node)] == node_memory(host, node)
