@@ -24,6 +24,7 @@ from __future__ import absolute_import, division, print_function
 import argparse
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -151,6 +152,16 @@ def console_tail(path, lines=15):
         return "(no console log)\n"
 
 
+def host_state():
+    """Free memory and load of the host, for the report of a failed boot."""
+    try:
+        with open("/proc/meminfo") as handle:
+            available = re.search(r"MemAvailable:\s+(\d+) kB", handle.read()).group(1)
+        return "host: %d MiB available, load %.2f" % (int(available) // 1024, os.getloadavg()[0])
+    except (OSError, AttributeError):
+        return "host: state unknown"
+
+
 def start(args):
     """Boot the guest; a boot that hangs or dies is retried (boot readiness only), its console kept."""
     os.makedirs(args.workdir, exist_ok=True)
@@ -190,7 +201,8 @@ def start(args):
             print(json.dumps(instance))
             return 0
         kept = os.path.join(args.workdir, "console.attempt%d.log" % attempt)
-        failures.append("attempt %d: %s; console %s ends with:\n%s" % (attempt, why, kept, console_tail(console)))
+        failures.append("attempt %d: %s (%s); console %s ends with:\n%s"
+                        % (attempt, why, host_state(), kept, console_tail(console)))
         stop(args, keep_logs=True)
         if os.path.exists(console):
             os.replace(console, kept)
