@@ -9,7 +9,6 @@ __metaclass__ = type
 
 import json
 import os
-import socket
 import subprocess
 import sys
 
@@ -57,13 +56,3 @@ def test_a_layout_without_cpus_is_refused_before_qemu_starts(image, tmp_path):
     assert "the layout has no CPUs" in run.stderr
     assert not os.path.exists(os.path.join(workdir, "disk.qcow2"))
 
-
-def test_free_port_is_a_loopback_port_nobody_listens_on():
-    sys.path.insert(0, VM)
-    try:
-        from numa_vm import free_port  # pylint: disable=import-outside-toplevel
-    finally:
-        sys.path.remove(VM)
-    port = free_port()
-    with pytest.raises(ConnectionRefusedError):
-        socket.create_connection(("127.0.0.1", port), timeout=5)

@@ -130,7 +130,8 @@ def admin_requests():
             ref = event["objectRef"]
             if ref["resource"] == "nodes" and not ref.get("subresource") and event["verb"] in ("patch", "update"):
                 spec = (event.get("requestObject") or {}).get("spec") or {}
-                requests.append(("cordon" if spec.get("unschedulable") else "uncordon", ref["name"]))
+                if "unschedulable" in spec:  # other node changes (labels, taints) are neither
+                    requests.append(("cordon" if spec["unschedulable"] else "uncordon", ref["name"]))
             elif ref.get("subresource") == "eviction":
                 requests.append(("evict", ref["name"]))
     return requests

@@ -11,8 +11,8 @@ authorization) on free loopback ports, waits until the API server is ready, and 
 the API server's port and two kubeconfigs: ``admin`` (for the controller, 127.0.0.1) and
 ``kubelet`` (for the guest, which reaches the host's loopback as 10.0.2.2 through qemu's user
 network). Logs go to DIR/*.log; DIR/audit.log records every change to a Node object and every
-eviction (JSON lines), so tests can see what a drain asked for. ``stop`` ends both and removes the data; it succeeds when there is
-nothing to stop.
+eviction (JSON lines), so tests can see what a drain asked for. ``stop`` ends both and removes the
+data; it succeeds when there is nothing to stop.
 """
 
 from __future__ import absolute_import, division, print_function

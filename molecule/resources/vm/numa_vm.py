@@ -164,7 +164,6 @@ def host_state():
 
 def start(args):
     """Boot the guest; a boot that hangs or dies is retried (boot readiness only), its console kept."""
-    os.makedirs(args.workdir, exist_ok=True)
     overlay = os.path.join(args.workdir, "disk.qcow2")
     pidfile = os.path.join(args.workdir, "qemu.pid")
     console = os.path.join(args.workdir, "console.log")
@@ -190,7 +189,7 @@ def start(args):
             "-display", "none", "-serial", "file:%s" % console,
             "-daemonize", "-pidfile", pidfile]
         instance = {"instance": args.name, "address": "127.0.0.1", "port": port, "user": "root",
-                    "identity_file": args.key, "accel": accel[1], "workdir": args.workdir, "boot_attempts": attempt}
+                    "identity_file": args.key, "accel": accel[1], "workdir": args.workdir}
         with open(os.path.join(args.workdir, "instance.json"), "w") as handle:
             json.dump(instance, handle)
         started = time.time()

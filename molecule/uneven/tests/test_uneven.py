@@ -58,9 +58,8 @@ def test_kubelet_runs_a_reservation_spread_by_node_memory(host):
 
 
 def test_exporter_numbers_match_the_guest(host):
-    samples = exporter_metrics(host)
-    values = {(name, int(labels[0][1])): value for (name, labels), value in samples.items()
-              if len(labels) == 1 and labels[0][0] == "numa_node"}
+    values = exporter_metrics(host)
     for node in range(4):
-        assert values[("numa_node_cpus_count", node)] == CPUS[node]
-        assert values[("numa_node_memory_total_bytes", node)] == node_memory(host, node)
+        label = (("numa_node", str(node)),)
+        assert values[("numa_node_cpus_count", label)] == CPUS[node]
+        assert values[("numa_node_memory_total_bytes", label)] == node_memory(host, node)
