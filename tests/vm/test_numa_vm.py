@@ -55,4 +55,3 @@ def test_a_layout_without_cpus_is_refused_before_qemu_starts(image, tmp_path):
     assert run.returncode != 0
     assert "the layout has no CPUs" in run.stderr
     assert not os.path.exists(os.path.join(workdir, "disk.qcow2"))
-
