@@ -18,7 +18,18 @@ import shlex
 
 from ansible_collections.numa.kube.plugins.module_utils.errors import ProblemsError
 
-_PARAM = re.compile(r"^[A-Za-z0-9_.\-]+(=\S*)?$")
+# The only characters numa.kube writes into a kernel command line. /etc/default/grub is a shell
+# file that grub-mkconfig sources, so quotes, backslashes, $, backticks, ;, |, &, <, >, (, ),
+# braces, globs, spaces and control characters could run commands or split a parameter there.
+# Names are what the kernel and modules use (letters, digits, _ - .); values add the separators
+# real parameters need (isolcpus=managed_irq,domain,2-5 root=UUID=... console=ttyS0,115200n8
+# rd.lvm.lv=vg/root).
+_NAME = r"[A-Za-z0-9_][A-Za-z0-9_.\-]*"
+_VALUE = r"[A-Za-z0-9_.,:/+=@%\-]*"
+_PARAM = re.compile(r"^%s(=%s)?\Z" % (_NAME, _VALUE))
+_MAX_LENGTH = 1024
+# What an existing parameter in the grub defaults must not hold for numa.kube to rewrite the line.
+_UNSAFE_EXISTING = re.compile(r"[\"\\`$]")
 
 
 class KernelCmdlineError(ProblemsError):
@@ -30,10 +41,22 @@ def name_of(param):
 
 
 def check_params(params, what):
+    """Every parameter that breaks the grammar, each with the rule and the fix."""
     problems = []
     for param in params or []:
-        if not isinstance(param, str) or not _PARAM.match(param) or param.startswith("="):
-            problems.append("%s: %r is not a kernel parameter (name or name=value, no spaces or quotes)" % (what, param))
+        if not isinstance(param, str):
+            problems.append("%s: %r is not a string; write each kernel parameter as name or name=value" % (what, param))
+        elif len(param) > _MAX_LENGTH:
+            problems.append("%s: %r... is %d characters long; numa.kube accepts at most %d per parameter"
+                            % (what, param[:40], len(param), _MAX_LENGTH))
+        elif not _PARAM.match(param):
+            bad = sorted(set(c for c in param if not re.match(r"[A-Za-z0-9_.,:/+=@%\-]", c)))
+            problems.append(
+                "%s: %r is refused: a kernel parameter is name or name=value, the name of letters, digits, _ - . "
+                "(not starting with - or .), the value of letters, digits and _ . , : / + = @ %% -%s. "
+                "numa.kube writes it into a file the boot loader's tools run as shell, so anything else could "
+                "run a command; fix the value or leave the parameter out"
+                % (what, param, "; found %s" % " ".join(repr(c) for c in bad) if bad else ""))
     return problems
 
 
@@ -91,7 +114,12 @@ def read_grub_variable(text, variable):
     if "$" in raw or "`" in raw:
         raise KernelCmdlineError("%s=%s refers to other variables or commands; numa.kube edits only plain values"
                                  % (variable, raw))
-    return index, (words[0].split() if words else [])
+    params = words[0].split() if words else []
+    unsafe = [p for p in params if _UNSAFE_EXISTING.search(p)]
+    if unsafe:
+        raise KernelCmdlineError("%s holds %s with quotes or backslashes, which numa.kube cannot write back safely; "
+                                 "simplify that line by hand first" % (variable, ", ".join(repr(p) for p in unsafe)))
+    return index, params
 
 
 def plan_grub_default(text, variable, present=(), absent=()):

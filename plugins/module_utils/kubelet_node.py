@@ -79,6 +79,21 @@ _MARKERS = (
 _CONFIG_DIR_FLAG = re.compile(r"--config-dir[= ]+[\"']?([^\s\"']+)")
 
 
+# What shows that a node runs the control plane, per distribution: kubeadm's static pod manifest
+# for the API server, or the server flavour of the RKE2/k3s service.
+_CONTROL_PLANE_MANIFEST = "/etc/kubernetes/manifests/kube-apiserver.yaml"
+_SERVER_SERVICES = ("rke2-server", "k3s")
+
+
+def control_plane_evidence(distribution, service, exists):
+    """Why the node counts as a control-plane node, or '' when it does not."""
+    if distribution == "kubeadm" and exists(_CONTROL_PLANE_MANIFEST):
+        return "static pod manifest %s" % _CONTROL_PLANE_MANIFEST
+    if service in _SERVER_SERVICES:
+        return "kubelet runs under the %s service" % service
+    return ""
+
+
 class KubeletNodeError(ProblemsError):
     """The node's kubelet set-up cannot be worked out or would fight numa.kube's change."""
 
@@ -285,7 +300,10 @@ def read_node(files, distribution="auto", overrides=None, settings=None, service
     state_files = [name for name in ("cpu_manager_state", "memory_manager_state")
                    if files.exists(os.path.join(STATE_DIR, name))]
     max_pods = effective.get("maxPods")
+    evidence = control_plane_evidence(distribution, service, files.exists)
     return {
+        "control_plane": bool(evidence),
+        "control_plane_evidence": evidence,
         "distribution": distribution,
         "eviction_distribution": layout["eviction"],
         "service": service,

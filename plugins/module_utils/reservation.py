@@ -461,6 +461,25 @@ def layout_reserved_memory(requirement, numa_nodes, node_memory=None, placement=
     return [{"numaNode": n, "limits": layout[n]} for n in targets if layout[n]]
 
 
+def keep_current(current, requirement, numa_nodes, node_memory=None, placement="spread", placement_node=None):
+    """The parsed layout in force when it can stay, else None.
+
+    It can stay when kubelet would accept it for ``requirement`` on this machine and it has the
+    placement asked for: ``single`` on one node (``placement_node`` when given), ``spread`` over
+    exactly the nodes that have memory.
+    """
+    try:
+        parsed = parse_reserved_memory(current)
+        check_reserved_memory(parsed, numa_nodes, requirement, node_memory)
+    except (ReservationError, QuantityError, TypeError, ValueError, KeyError):
+        return None
+    used = set(node for node, _values in parsed)
+    if placement == "single":
+        return parsed if len(used) == 1 and (placement_node is None or used == set([placement_node])) else None
+    with_memory = set(n for n in numa_nodes if not node_memory or node_memory.get(n, 0) > 0)
+    return parsed if used == with_memory else None
+
+
 def reserved_memory_flag(entries):
     """The --reserved-memory flag value for a reservedMemory list: ``0:memory=1Gi;1:memory=2Gi``."""
     parts = []
@@ -502,8 +521,12 @@ def _node_memory_map(numa_node_memory):
 def plan(numa_nodes=None, numa_node_memory=None, memory_capacity=None, kube_reserved=None,
          system_reserved=None, eviction_hard=None, merge_default_eviction_settings=False,
          distribution="kubeadm", eks_max_pods=None, cpu_count=None, reserved_memory=None,
-         placement="spread", placement_node=None):
+         placement="spread", placement_node=None, current_reserved_memory=None):
     """Everything the reserved_memory module does: resolve, compute or check, and describe.
+
+    With no ``reserved_memory`` given, a ``current_reserved_memory`` (the layout in force) that still
+    meets every rule and has the placement asked for is kept as it is, so that per-node memory
+    moving between boots does not change the plan.
 
     Raises ReservationError listing every problem found; returns the module's result otherwise.
     """
@@ -526,7 +549,12 @@ def plan(numa_nodes=None, numa_node_memory=None, memory_capacity=None, kube_rese
         distribution, kube_reserved, system_reserved, eviction_hard, merge_default_eviction_settings,
         eks_max_pods, cpu_count)
     requirement = node_allocatable_reservation(kube, system, eviction, capacity, source)
-    if reserved_memory is None:
+    kept = None
+    if reserved_memory is None and current_reserved_memory:
+        kept = keep_current(current_reserved_memory, requirement, nodes, node_memory, placement, placement_node)
+    if kept is not None:
+        parsed, entries, mode = kept, [dict(e) for e in current_reserved_memory], "kept"
+    elif reserved_memory is None:
         entries = layout_reserved_memory(requirement, nodes, node_memory, placement, placement_node)
         parsed = parse_reserved_memory(entries)
         mode = "computed"

@@ -99,6 +99,16 @@ ansible_facts:
           description: The distribution name for M(numa.kube.reserved_memory) (its default eviction).
           type: str
           sample: kubeadm
+        control_plane:
+          description:
+            - Whether the node runs the control plane (kubeadm's API server manifest, or the
+              C(rke2-server) / C(k3s) service); C(site.yml) changes such nodes one at a time.
+          type: bool
+          sample: false
+        control_plane_evidence:
+          description: What showed it, or an empty string.
+          type: str
+          sample: static pod manifest /etc/kubernetes/manifests/kube-apiserver.yaml
         service:
           description: The systemd unit to stop and start around a change (kubelet, rke2-agent, k3s, ...).
           type: str

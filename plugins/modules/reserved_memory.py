@@ -105,6 +105,15 @@ options:
       - With O(placement=single), the node that holds the reservation. Defaults to the lowest node
         with memory.
     type: int
+  current_reserved_memory:
+    description:
+      - The C(reservedMemory) in force on the node. When O(reserved_memory) is omitted and this
+        layout still meets every rule for the computed total and has the O(placement) asked for
+        (C(single) - one node; C(spread) - every node with memory), it is kept unchanged
+        (RV(mode=kept)) instead of computing a new one. Per-node memory moves by a MiB or so
+        between boots, and a new layout would make kubelet's Memory Manager state stale for nothing.
+    type: list
+    elements: dict
 attributes:
   check_mode:
     support: full
@@ -161,7 +170,7 @@ EXAMPLES = r"""
 
 RETURN = r"""
 mode:
-  description: Whether the reservation was C(computed) or C(validated).
+  description: Whether the reservation was C(computed), C(validated), or C(kept) from O(current_reserved_memory).
   returned: success
   type: str
   sample: computed
@@ -246,6 +255,7 @@ def main():
             reserved_memory=dict(type="list", elements="dict"),
             placement=dict(type="str", default="spread", choices=["spread", "single"]),
             placement_node=dict(type="int"),
+            current_reserved_memory=dict(type="list", elements="dict"),
         ),
         required_one_of=[["numa_nodes", "numa_node_memory"]],
         supports_check_mode=True,

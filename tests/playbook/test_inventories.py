@@ -21,7 +21,7 @@ INVENTORIES = sorted(d for d in glob.glob(os.path.join(ROOT, "inventories", "*")
                      if os.path.basename(d) != "localhost")
 # Switches of site.yml itself, and variables that belong to other tools (the lablabs RKE2 role).
 PLAYBOOK_VARIABLES = {"kubelet_manage", "kernel_args_manage", "containerd_nri_manage", "numa_exporter_manage",
-                      "prometheus_targets_manage", "kubelet_batch_size", "kernel_args_present", "kernel_args_absent",
+                      "prometheus_targets_manage", "numa_kube_batch_size", "numa_kube_max_fail_percentage", "kernel_args_present", "kernel_args_absent",
                       "kernel_args_method", "kubelet_numa", "rke2_agent_options", "rke2_server_options"}
 
 

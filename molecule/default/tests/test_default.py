@@ -22,7 +22,7 @@ testinfra_hosts = ["ansible://all"]
 
 
 def running_kubelet_config(host):
-    """The configuration kubelet runs with, from its /configz (waits for kubelet after the reboot)."""
+    """The configuration kubelet runs with, from its /configz."""
     script = ("import ssl, urllib.request as u, time\n"
               "for _ in range(60):\n"
               "    try:\n"
@@ -91,10 +91,18 @@ def test_prometheus_scrapes_the_exporter_through_the_written_job(host):
     assert all(r["value"][1] == "2" for r in result)
 
 
-def test_kernel_parameter_is_in_force_after_the_reboot(host):
-    assert "numa_balancing=disable" in host.file("/etc/default/grub").content_string
-    assert "numa_balancing=disable" in host.file("/proc/cmdline").content_string.split()
-    assert host.file("/proc/sys/kernel/numa_balancing").content_string.strip() == "0"
+def test_kernel_parameter_is_written_for_the_next_boot_and_no_reboot_happened(host):
+    """kernel_args_reboot_ok is false here: the parameter waits in grub for the next boot."""
+    assert 'numa_balancing=disable"' in host.file("/etc/default/grub").content_string
+    assert "numa_balancing=disable" in host.file("/boot/grub/grub.cfg").content_string
+    assert "numa_balancing=disable" not in host.file("/proc/cmdline").content_string.split()
+    assert not host.file("/var/lib/numa-kube/rollout/marker.json").exists
+
+
+def test_written_files_have_cis_modes(host):
+    assert host.file("/var/lib/kubelet/config.yaml").mode == 0o600
+    assert host.file("/var/lib/kubelet/config.yaml").user == "root"
+    assert host.file("/etc/systemd/system/kubelet.service.d/50-numa-kube-memory-state.conf").mode == 0o600
 
 
 def test_kubelet_runs_the_numa_configuration_with_the_exact_reservation(host):
@@ -108,9 +116,7 @@ def test_kubelet_runs_the_numa_configuration_with_the_exact_reservation(host):
     reserved = dict((entry["numaNode"], mebibytes(entry["limits"]["memory"])) for entry in kubelet["reservedMemory"])
     assert sorted(reserved) == [0, 1]
     assert sum(reserved.values()) == 256 + 100
-    # Spread by node memory as it was at converge time; the kernel hands each node a slightly
-    # different amount on every boot (that drift is why the role's boot guard exists), so after
-    # the reboot the shares are compared loosely here; the uneven scenario checks them to the MiB.
+    # Spread by node memory; the uneven scenario checks the shares to the MiB.
     share0 = node_meminfo(host, 0) / float(node_meminfo(host, 0) + node_meminfo(host, 1))
     assert abs(reserved[0] / 356.0 - share0) < 0.05, (reserved, share0)
     # kubelet took it: both managers checkpointed the policy they run.

@@ -9,10 +9,12 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import calendar
 import json
 import os
 import re
 import shlex
+import signal
 import subprocess
 import sys
 import time
@@ -30,6 +32,11 @@ CONTROL_PLANE = os.path.join(ROOT, "tests", "output", "vm", "kubelet", "control-
 REPORT = os.path.join(ROOT, "tests", "output", "vm", "kubelet", "kubelet-crosscheck.txt")
 NODE = "numa-guest"
 CONFIG = "/var/lib/kubelet/config.yaml"
+MARKER = "/var/lib/numa-kube/rollout/marker.json"
+# what the test runs pass besides the change under test: the API, short settle times
+API = {"rollout_kubeconfig": os.path.join(CONTROL_PLANE, "admin.kubeconfig"), "rollout_node_name": NODE,
+       "rollout_drain_force": True, "kubelet_topology_manager_scope": "pod", "kubelet_health_settle": 5,
+       "rollout_health_settle": 5}
 
 
 @pytest.fixture(scope="module")
@@ -117,11 +124,20 @@ def test_node_is_ready_and_schedulable_with_the_numa_settings_in_force(host, api
     assert sum(int(e["limits"]["memory"].rstrip("Mi")) for e in running["reservedMemory"]) == 256 + 100
 
 
-def admin_requests():
-    """What the role's controller asked of the API server, in order, from its audit log."""
+def audit_mark():
+    """The audit log's length now, to read only what comes after."""
+    with open(os.path.join(CONTROL_PLANE, "audit.log")) as handle:
+        return sum(1 for _line in handle)
+
+
+def admin_requests(since=0, times=False):
+    """What the role's controller asked of the API server, in order, from its audit log: (verb,
+    name) pairs, or (verb, name, epoch seconds) with ``times``, from line ``since`` on."""
     requests = []
     with open(os.path.join(CONTROL_PLANE, "audit.log")) as handle:
-        for line in handle:
+        for number, line in enumerate(handle):
+            if number < since:
+                continue
             event = json.loads(line)
             if event["user"]["username"] != "numa-kube-admin" or event.get("stage") != "ResponseComplete":
                 continue
@@ -131,10 +147,17 @@ def admin_requests():
             if ref["resource"] == "nodes" and not ref.get("subresource") and event["verb"] in ("patch", "update"):
                 spec = (event.get("requestObject") or {}).get("spec") or {}
                 if "unschedulable" in spec:  # other node changes (labels, taints) are neither
-                    requests.append(("cordon" if spec["unschedulable"] else "uncordon", ref["name"]))
+                    requests.append(("cordon" if spec["unschedulable"] else "uncordon", ref["name"], event))
             elif ref.get("subresource") == "eviction":
-                requests.append(("evict", ref["name"]))
-    return requests
+                requests.append(("evict", ref["name"], event))
+    if times:
+        return [(verb, name, epoch(event["stageTimestamp"])) for verb, name, event in requests]
+    return [(verb, name) for verb, name, _event in requests]
+
+
+def epoch(stamp):
+    """RFC 3339 time of the audit log (UTC, microseconds) as seconds since the epoch."""
+    return calendar.timegm(time.strptime(stamp[:19], "%Y-%m-%dT%H:%M:%S")) + float("0" + stamp[19:].rstrip("Z"))
 
 
 def test_the_change_went_through_drain_and_a_fresh_cpu_manager_state(host, api):
@@ -329,11 +352,13 @@ def run_site(extra):
 
 
 def test_a_configuration_kubelet_refuses_is_rolled_back(host):
-    """Past the preflight with the test-only switch, a wrong sum reaches kubelet; the role restores."""
+    """Past the preflight with the test-only switch, a wrong sum reaches kubelet; the role restores
+    the previous bytes from its rollout record although no backup copy is kept."""
     before = host.file(CONFIG).sha256sum
+    backups = host.run("ls /var/lib/kubelet/config.yaml.*~ 2>/dev/null").stdout
     running_before = configz(host)["reservedMemory"]
-    extra = {"kubelet_validate": False, "kubelet_drain": False, "kubelet_health_timeout": 60,
-             "kubelet_health_settle": 10,
+    extra = {"kubelet_validate": False, "rollout_drain": False, "kubelet_health_timeout": 60,
+             "kubelet_health_settle": 10, "rollout_health_settle": 5, "kubelet_backup": False,
              "kubelet_reserved_memory": [{"numaNode": 0, "limits": {"memory": "300Mi"}}]}
     result = run_site(extra)
     output = result.stdout + result.stderr
@@ -342,8 +367,86 @@ def test_a_configuration_kubelet_refuses_is_rolled_back(host):
     assert "rolled numa-kubelet back" in output or "rolled %s back" % "numa-kubelet" in output
     assert 'is not equal to the value' in output and "Node Allocatable" in output
     assert host.file(CONFIG).sha256sum == before, "the previous configuration file is back"
+    assert host.run("ls /var/lib/kubelet/config.yaml.*~ 2>/dev/null").stdout == backups, "no backup was kept"
+    assert not host.file(MARKER).exists, "the rollout record is closed"
     wait_kubelet_healthy(host, settle=5)
     assert configz(host)["reservedMemory"] == running_before
+
+
+# --- an interrupted run is finished by the next one ------------------------------------------------
+
+def run_site_killed_after(extra, task):
+    """Run the kubelet part and SIGKILL the controller (ansible-playbook and its workers) as soon as
+    ``task`` has reported on the guest, as a lost laptop or CI runner would."""
+    command = ["ansible-playbook", "-i", os.environ["MOLECULE_INVENTORY_FILE"],
+               os.path.join(ROOT, "playbooks", "site.yml"), "--tags", "kubelet", "-e", json.dumps(extra)]
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
+                            env=dict(os.environ, ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0", PYTHONUNBUFFERED="1"))
+    lines, in_task, killed = [], False, False
+    deadline = time.time() + 900
+    try:
+        for line in proc.stdout:
+            lines.append(line)
+            if line.startswith("TASK ["):
+                in_task = task in line
+            elif in_task and line.startswith(("changed:", "ok:")):
+                os.killpg(proc.pid, signal.SIGKILL)
+                killed = True
+                break
+            if time.time() > deadline:
+                break
+    finally:
+        if not killed:
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    output = "".join(lines)
+    assert killed, "the run never reached %r:\n%s" % (task, output[-3000:])
+    return output
+
+
+def interrupted_and_finished(host, api, options):
+    """Kill a run right after it stopped kubelet, prove the node is left down, run again; returns the
+    audit log mark taken before the first run."""
+    mark = audit_mark()
+    change = dict(API, kubelet_cpu_manager_policy_options=options)
+    run_site_killed_after(change, "Stop the kubelet service")
+    # what the interrupted run left: kubelet stopped, the node cordoned, the record on the node
+    assert host.run("systemctl is-active kubelet").stdout.strip() != "active"
+    assert api.read_node(NODE).spec.unschedulable
+    record = json.loads(host.file(MARKER).content_string)
+    assert any(entry["path"] == CONFIG for entry in record["files"]), record
+    result = run_site(change)
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output[-4000:]
+    assert "unfinished change started at" in output, "the second run did not find the record"
+    assert not host.file(MARKER).exists
+    assert host.service("kubelet").is_running
+    assert configz(host)["cpuManagerPolicyOptions"] == options
+    ready = [c for c in api.read_node(NODE).status.conditions if c.type == "Ready"][0]
+    assert ready.status == "True"
+    return mark
+
+
+def test_an_interrupted_run_is_finished_and_the_node_returned_to_service(host, api):
+    assert not api.read_node(NODE).spec.unschedulable
+    mark = interrupted_and_finished(host, api, {"full-pcpus-only": "true"})
+    assert not api.read_node(NODE).spec.unschedulable, "the node was schedulable before and must be again"
+    seen = admin_requests(since=mark)
+    assert seen[-1] == ("uncordon", NODE), seen
+
+
+def test_an_interrupted_run_keeps_the_operators_cordon(host, api):
+    """The operator cordoned the node for maintenance before the run: neither the interrupted run,
+    nor the one that finishes it, may put the node back into service."""
+    api.patch_node(NODE, {"spec": {"unschedulable": True}})
+    try:
+        mark = interrupted_and_finished(host, api, {"full-pcpus-only": "false"})
+        assert api.read_node(NODE).spec.unschedulable, "the operator's cordon was undone"
+        seen = admin_requests(since=mark)
+        assert ("uncordon", NODE) not in seen, seen
+        assert ("cordon", NODE) in seen, "the run drained the node: %s" % seen
+    finally:
+        api.patch_node(NODE, {"spec": {"unschedulable": False}})
 
 
 # --- kubelet started with --config-dir --------------------------------------------------------------
@@ -360,7 +463,7 @@ def test_kubelet_with_a_config_dir_honours_the_drop_in_the_role_writes(host):
     try:
         wait_kubelet_healthy(host, settle=5)
         assert configz(host)["topologyManagerPolicy"] == "single-numa-node"
-        result = run_site({"kubelet_drain": False, "kubelet_topology_manager_policy": "restricted",
+        result = run_site({"rollout_drain": False, "kubelet_topology_manager_policy": "restricted",
                            "kubelet_topology_manager_scope": "pod", "kubelet_health_settle": 10})
         assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
         dropin = yaml.safe_load(host.file(dropins + "/50-numa-kube.conf").content_string)
@@ -373,7 +476,7 @@ def test_kubelet_with_a_config_dir_honours_the_drop_in_the_role_writes(host):
         assert running["memoryManagerPolicy"] == "Static"
         # a second run finds nothing to do and restarts nothing
         pid = host.check_output("systemctl show -p MainPID --value kubelet")
-        again = run_site({"kubelet_drain": False, "kubelet_topology_manager_policy": "restricted",
+        again = run_site({"rollout_drain": False, "kubelet_topology_manager_policy": "restricted",
                           "kubelet_topology_manager_scope": "pod"})
         assert again.returncode == 0, again.stdout[-3000:]
         assert re.search(r"numa-kubelet\s*:.*changed=0", again.stdout), again.stdout[-1500:]
@@ -381,3 +484,56 @@ def test_kubelet_with_a_config_dir_honours_the_drop_in_the_role_writes(host):
     finally:
         host.run("cp /var/tmp/kubeadm-flags.env.orig %s && rm -rf %s && systemctl restart kubelet" % (flags, dropins))
         wait_kubelet_healthy(host, settle=5)
+
+
+# --- a reboot for kernel parameters goes through the same envelope ----------------------------------
+
+def converge_again(extra):
+    """The scenario's converge playbook (the whole site.yml with its variables) plus ``extra``."""
+    command = ["ansible-playbook", "-i", os.environ["MOLECULE_INVENTORY_FILE"],
+               os.path.join(ROOT, "molecule", "kubelet", "converge.yml"), "-e", json.dumps(extra)]
+    return subprocess.run(command, capture_output=True, text=True, timeout=2400, check=False,
+                          env=dict(os.environ, ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0"))
+
+
+KERNEL = {"kernel_args_manage": True, "kernel_args_present": ["numa_balancing=disable"], "kernel_args_reboot_ok": True,
+          "kubelet_health_settle": 5, "rollout_health_settle": 5}
+
+
+def test_a_kernel_parameter_reboot_is_drained_before_and_returned_to_service_after(host, api):
+    api.create_namespaced_pod("default", {
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "running-before-reboot", "namespace": "default"},
+        "spec": {"nodeName": NODE, "automountServiceAccountToken": False, "terminationGracePeriodSeconds": 1,
+                 "containers": [{"name": "main", "image": "numa.kube/busybox:test", "imagePullPolicy": "Never"}]}})
+    wait_pod(api, "running-before-reboot", lambda p: p.status.phase == "Running")
+    boot_before = host.file("/proc/sys/kernel/random/boot_id").content_string.strip()
+    mark = audit_mark()
+    result = converge_again(KERNEL)
+    assert result.returncode == 0, (result.stdout + result.stderr)[-4000:]
+    assert host.file("/proc/sys/kernel/random/boot_id").content_string.strip() != boot_before, "no reboot"
+    assert "numa_balancing=disable" in host.file("/proc/cmdline").content_string.split()
+    assert host.file("/proc/sys/kernel/numa_balancing").content_string.strip() == "0"
+    booted = int(re.search(r"^btime (\d+)$", host.file("/proc/stat").content_string, re.M).group(1))
+    seen = admin_requests(since=mark, times=True)
+    print("audit after the kernel parameter run: %s; booted at %d" % (seen, booted))
+    cordon = [t for verb, name, t in seen if (verb, name) == ("cordon", NODE)]
+    evicted = [t for verb, name, t in seen if (verb, name) == ("evict", "running-before-reboot")]
+    uncordon = [t for verb, name, t in seen if (verb, name) == ("uncordon", NODE)]
+    assert cordon and evicted and uncordon, seen
+    # guest and host clocks both come from the host (qemu's RTC); the reboot takes minutes
+    assert cordon[0] <= evicted[0] < booted < uncordon[-1], (cordon, evicted, booted, uncordon)
+    assert not api.read_node(NODE).spec.unschedulable
+    # after the reboot kubelet runs the NUMA configuration again (the boot guard cleared the stale
+    # Memory Manager checkpoint of the last boot)
+    running = configz(host)
+    assert running["cpuManagerPolicy"] == "static" and running["memoryManagerPolicy"] == "Static"
+
+
+def test_a_rerun_after_the_reboot_changes_nothing_and_drains_nothing(host, api):
+    pid = host.check_output("systemctl show -p MainPID --value kubelet")
+    mark = audit_mark()
+    result = converge_again(KERNEL)
+    assert result.returncode == 0, (result.stdout + result.stderr)[-4000:]
+    assert re.search(r"numa-kubelet\s*:.*changed=0", result.stdout), result.stdout[-2000:]
+    assert admin_requests(since=mark) == [], "a run with nothing to do asked the API for a cordon or an eviction"
+    assert host.check_output("systemctl show -p MainPID --value kubelet") == pid

@@ -89,3 +89,35 @@ def test_parse_grubby_info():
     entries = parse_grubby_info(text)
     assert [e["kernel"] for e in entries] == ["/boot/vmlinuz-5.10.0-182.oe2203sp4.aarch64", "/boot/vmlinuz-0-rescue"]
     assert entries[0]["args"] == ["ro", "crashkernel=1024M,high", "mem_sampling_on"]
+
+
+# the grammar: nothing that a shell sourcing /etc/default/grub could act on --------------------------
+
+@pytest.mark.parametrize("param", [
+    "a=`reboot`", "a=$(reboot)", "a=${HOME}", "a;reboot", "a=1;reboot", 'a=\\"', 'a="', "a='x'", "a=x|y",
+    "a=x&y", "a=<x", "a=>x", "a=(x)", "a={x}", "a=*", "a=?", "a=x y", "a=x\ty", "a=x\n", "a=\\", "-a", ".a",
+    "=a", "", "a=é", "a=x!y", "a=~x", "a=#x", "a=x\x00",
+])
+def test_every_shell_metacharacter_class_is_refused(param):
+    problems = check_params([param], "present")
+    assert len(problems) == 1, param
+    assert repr(param) in problems[0] and "letters, digits" in problems[0]
+
+
+@pytest.mark.parametrize("param", [
+    "mem_sampling_on", "numa_icon=enable", "isolcpus=managed_irq,domain,2-5", "console=ttyS0,115200n8",
+    "root=UUID=0b6f3d2e-1c1a-4c55-9a3f-2f1c7e8d9a10", "rd.lvm.lv=vg0/root", "hugepagesz=1G", "nohz_full=2-7",
+    "systemd.unit=multi-user.target", "crashkernel=512M@16M", "a=b+c", "dyndbg=%x",
+])
+def test_real_parameters_pass(param):
+    assert check_params([param], "present") == []
+
+
+def test_a_very_long_parameter_is_refused():
+    assert "at most 1024" in check_params(["a=" + "b" * 2000], "present")[0]
+
+
+def test_existing_quoted_parameters_are_not_rewritten():
+    text = 'GRUB_CMDLINE_LINUX="a=\\"x y\\" b"\n'
+    with pytest.raises(KernelCmdlineError, match="quotes or backslashes"):
+        plan_grub_default(text, "GRUB_CMDLINE_LINUX", ["c"])

@@ -123,3 +123,18 @@ def test_helpers():
         ("--reserved-cpus=0", "reservedSystemCPUs")]
     assert pick_service(["rke2-agent", "rke2-server"], {"rke2-agent": "inactive", "rke2-server": ""}) == "rke2-agent"
     assert pick_service(["kubelet"], {}) is None
+
+
+@pytest.mark.parametrize("files,states,evidence", [
+    ({"/var/lib/kubelet/config.yaml": KUBEADM_CONFIG}, {}, ""),
+    ({"/var/lib/kubelet/config.yaml": KUBEADM_CONFIG, "/etc/kubernetes/manifests/kube-apiserver.yaml": "kind: Pod\n"},
+     {}, "static pod manifest /etc/kubernetes/manifests/kube-apiserver.yaml"),
+    ({"/etc/rancher/rke2/config.yaml": "{}\n"}, {"rke2-server": "active"}, "kubelet runs under the rke2-server service"),
+    ({"/etc/rancher/rke2/config.yaml": "{}\n"}, {"rke2-agent": "active"}, ""),
+    ({"/etc/rancher/k3s/config.yaml": "{}\n"}, {"k3s": "active"}, "kubelet runs under the k3s service"),
+    ({"/etc/rancher/k3s/config.yaml": "{}\n"}, {"k3s-agent": "active"}, ""),
+])
+def test_control_plane_nodes_are_recognised(tmp_path, files, states, evidence):
+    node = read_node(tree(tmp_path, files), service_states=lambda names: dict((n, states.get(n, "")) for n in names))
+    assert node["control_plane"] is bool(evidence)
+    assert node["control_plane_evidence"] == evidence

@@ -365,3 +365,51 @@ def test_computed_reservations_always_pass_validation(kube, system, distribution
 
     assert values(again["reserved_memory"]) == values(result["reserved_memory"])
     assert sum(v for dummy, v in values(result["reserved_memory"])) == result["required_bytes"].get("memory", 0)
+
+
+# a stable plan: the layout in force stays while it is still right ---------------------------------
+
+def _after_reboot(base_mib, moved):
+    """Per-node MemTotal after a reboot: the kernel hands each node a slightly different amount."""
+    return {"0": "%dMi" % (base_mib + moved), "1": "%dMi" % (base_mib - moved)}
+
+
+def test_a_valid_layout_in_force_is_kept_when_node_memory_moves():
+    first = plan(numa_node_memory=_after_reboot(1000, 0), kube_reserved={"cpu": "1", "memory": "256Mi"})
+    assert first["mode"] == "computed"
+    again = plan(numa_node_memory=_after_reboot(1000, 3), kube_reserved={"cpu": "1", "memory": "256Mi"},
+                 current_reserved_memory=first["reserved_memory"])
+    fresh = plan(numa_node_memory=_after_reboot(1000, 3), kube_reserved={"cpu": "1", "memory": "256Mi"})
+    assert fresh["reserved_memory"] != first["reserved_memory"], "the case must be one a new layout changes"
+    assert again["mode"] == "kept" and again["reserved_memory"] == first["reserved_memory"]
+
+
+def test_the_layout_in_force_is_kept_as_written():
+    current = [{"numaNode": 0, "limits": {"memory": "186646528"}}, {"numaNode": 1, "limits": {"memory": "178Mi"}}]
+    result = plan(numa_nodes=[0, 1], kube_reserved={"memory": "256Mi"}, current_reserved_memory=current)
+    assert result["mode"] == "kept" and result["reserved_memory"] == current
+
+
+@pytest.mark.parametrize("current,placement,why", [
+    ([{"numaNode": 0, "limits": {"memory": "100Mi"}}, {"numaNode": 1, "limits": {"memory": "100Mi"}}], "spread",
+     "wrong sum"),
+    ([{"numaNode": 0, "limits": {"memory": "356Mi"}}], "spread", "spread asked, one node in force"),
+    ([{"numaNode": 0, "limits": {"memory": "178Mi"}}, {"numaNode": 1, "limits": {"memory": "178Mi"}}], "single",
+     "single asked, two nodes in force"),
+    ([{"numaNode": 5, "limits": {"memory": "356Mi"}}], "single", "node does not exist"),
+    ([{"numaNode": 0, "limits": {"memory": "1.5Gi"}}], "single", "unparseable"),
+    ("0:memory=356Mi", "single", "not a list"),
+])
+def test_a_layout_in_force_that_no_longer_fits_is_replaced(current, placement, why):
+    result = plan(numa_nodes=[0, 1], kube_reserved={"memory": "256Mi"}, current_reserved_memory=current,
+                  placement=placement)
+    assert result["mode"] == "computed", why
+    assert result["reserved_memory"] != current
+
+
+def test_an_explicit_reservation_wins_over_the_layout_in_force():
+    given = [{"numaNode": 1, "limits": {"memory": "356Mi"}}]
+    current = [{"numaNode": 0, "limits": {"memory": "356Mi"}}]
+    result = plan(numa_nodes=[0, 1], kube_reserved={"memory": "256Mi"}, reserved_memory=given,
+                  current_reserved_memory=current, placement="single")
+    assert result["mode"] == "validated" and result["reserved_memory"] == given

@@ -5,9 +5,12 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import hashlib
 import json
 import os
 import stat
+
+import pytest
 
 import yaml
 
@@ -228,7 +231,7 @@ def test_kernel_cmdline_grub_default_and_reboot_state(tmp_path):
 
 def test_kernel_cmdline_refuses_bad_input(tmp_path):
     failed, result = run(kernel_cmdline, {"present": ["a b"], "method": "grub_default"})
-    assert failed and "not a kernel parameter" in result["msg"]
+    assert failed and "'a b' is refused" in result["msg"]
     failed, result = run(kernel_cmdline, {"present": ["x"], "absent": ["x"], "method": "grub_default"})
     assert failed and "both present and absent" in result["msg"]
     failed, result = run(kernel_cmdline, {"present": ["x"], "method": "grub_default",
@@ -238,6 +241,16 @@ def test_kernel_cmdline_refuses_bad_input(tmp_path):
     grub.write_text('GRUB_CMDLINE_LINUX="$X"\n')
     failed, result = run(kernel_cmdline, {"present": ["x"], "method": "grub_default", "grub_default_path": str(grub)})
     assert failed and grub.read_text() == 'GRUB_CMDLINE_LINUX="$X"\n'
+
+
+@pytest.mark.parametrize("param", ["a=`touch /tmp/owned`", "a=$(id)", "a;id", 'a=\\"', 'a="; id; "', "a=x y"])
+def test_kernel_cmdline_injection_leaves_the_file_unchanged(tmp_path, param):
+    grub = tmp_path / "grub"
+    grub.write_text(GRUB)
+    before = hashlib.sha256(grub.read_bytes()).hexdigest()
+    failed, result = run(kernel_cmdline, {"present": [param], "method": "grub_default", "grub_default_path": str(grub)})
+    assert failed and repr(param) in result["msg"] and "fix the value" in result["msg"]
+    assert hashlib.sha256(grub.read_bytes()).hexdigest() == before
 
 
 # kubelet_facts and kubelet_health --------------------------------------------------------------
