@@ -39,7 +39,7 @@ $(COLLECTIONS)/ansible_collections/numa/kube:
 venv: $(STAMP) $(COLLECTIONS)/ansible_collections/numa/kube
 
 FAST_TIERS := lint sanity units
-VM_TIERS := vm-bed molecule-default molecule-uneven molecule-bad-input molecule-kubelet
+VM_TIERS := vm-bed molecule-default molecule-uneven molecule-kubelet
 
 test: venv vm-deps
 	@bash tools/run-tiers $(FAST_TIERS) $(VM_TIERS)

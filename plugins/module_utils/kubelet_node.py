@@ -54,6 +54,10 @@ LAYOUTS = {
         "config_dir": "/var/lib/rancher/rke2/agent/etc/kubelet.conf.d",
         "eviction": "rke2",
         "launcher_config": "/etc/rancher/rke2/config.yaml",
+        # rke2 runs kubelet as a child process that logs to its own file, and restarts it on a
+        # crash without the unit's main process changing
+        "kubelet_process": "kubelet",
+        "kubelet_log": "/var/lib/rancher/rke2/agent/logs/kubelet.log",
     },
     "k3s": {
         "services": ["k3s-agent", "k3s"],
@@ -61,6 +65,7 @@ LAYOUTS = {
         "config_dir": "/var/lib/rancher/k3s/agent/etc/kubelet.conf.d",
         "eviction": "k3s",
         "launcher_config": "/etc/rancher/k3s/config.yaml",
+        # k3s runs kubelet inside its own process, which logs to the unit's journal
     },
 }
 
@@ -135,10 +140,10 @@ def launcher_kubelet_args(documents):
 
 
 def flag_conflicts(kubelet_args, settings):
-    """Flags set through kubelet-arg that would override fields numa.kube puts in a drop-in.
+    """Flags that would override fields numa.kube writes: [(arg, field)].
 
     kubelet lets command-line flags win over its configuration files, so such a flag silently
-    undoes the drop-in.
+    undoes the change.
     """
     ours = dict((flag_name(field), field) for field in settings)
     found = []
@@ -146,6 +151,57 @@ def flag_conflicts(kubelet_args, settings):
         name = arg.lstrip("-").split("=", 1)[0]
         if name in ours:
             found.append((arg, ours[name]))
+    return found
+
+
+# Flags whose values change the reservation kubelet demands; kubelet reads them over its files.
+_RESERVATION_FLAGS = {"kube-reserved": ("kubeReserved", "="), "system-reserved": ("systemReserved", "="),
+                      "eviction-hard": ("evictionHard", "<")}
+
+
+def split_argv(argv):
+    """``--name=value``, ``--name value`` and ``name=value`` (kubelet-arg) in an argument list, as
+    normalised ``--name=value`` strings; a bare ``--name`` stays as it is."""
+    args = []
+    index = 0
+    while index < len(argv):
+        arg = argv[index]
+        index += 1
+        if not arg.startswith("-"):
+            if "=" in arg:
+                args.append("--" + arg)
+            continue
+        if "=" not in arg and index < len(argv) and not argv[index].startswith("-"):
+            arg = "%s=%s" % (arg, argv[index])
+            index += 1
+        args.append("--" + arg.lstrip("-"))
+    return args
+
+
+def flag_settings(args):
+    """The reservation inputs set by flags, in KubeletConfiguration form (later flags win)."""
+    result = {}
+    for arg in args:
+        name, _sep, value = arg.lstrip("-").partition("=")
+        if name not in _RESERVATION_FLAGS or not value:
+            continue
+        field, separator = _RESERVATION_FLAGS[name]
+        values = result.setdefault(field, {})
+        for item in value.split(","):
+            key, found, amount = item.partition(separator)
+            if found:
+                values[key.strip()] = amount.strip()
+    return result
+
+
+def flag_file_args(path, text):
+    """[(--flag[=value], "PATH line N")] from an environment file or systemd drop-in."""
+    found = []
+    for number, line in enumerate((text or "").splitlines(), 1):
+        if line.lstrip().startswith("#"):
+            continue
+        for arg in re.findall(r"--[a-z0-9-]+(?:=[^\s\"']*)?", line):
+            found.append((arg, "%s line %d" % (path, number)))
     return found
 
 
@@ -217,6 +273,27 @@ def pick_service(candidates, states):
     return None
 
 
+def running_process(name="kubelet", proc_root="/proc"):
+    """(pid, argv) of the oldest process called ``name``, or None (k3s runs kubelet inside its
+    own process, so none is called kubelet there)."""
+    try:
+        pids = sorted(int(n) for n in os.listdir(proc_root) if n.isdigit())
+    except OSError:
+        return None
+    for pid in pids:
+        try:
+            with open(os.path.join(proc_root, str(pid), "comm")) as handle:
+                if handle.read().strip() != name:
+                    continue
+            with open(os.path.join(proc_root, str(pid), "cmdline"), "rb") as handle:
+                argv = [a.decode("utf-8", "replace") for a in handle.read().split(b"\0") if a]
+        except (IOError, OSError):
+            continue  # the process ended while it was read
+        if argv:
+            return pid, argv
+    return None
+
+
 class NodeFiles:
     """File access below a root folder (``/`` on a node, a recorded tree in tests)."""
 
@@ -243,6 +320,16 @@ class NodeFiles:
             return []
 
 
+def _unique(pairs):
+    seen = set()
+    result = []
+    for pair in pairs:
+        if pair[0] not in seen:
+            seen.add(pair[0])
+            result.append(pair)
+    return result
+
+
 def _load(path, text):
     if text is None:
         return {}
@@ -252,11 +339,16 @@ def _load(path, text):
         raise KubeletNodeError("%s could not be parsed: %s" % (path, exc))
 
 
-def read_node(files, distribution="auto", overrides=None, settings=None, service_states=None):
+def read_node(files, distribution="auto", overrides=None, settings=None, service_states=None, running=None):
     """Everything the kubelet role needs to know about one node's kubelet, read without changing it.
 
-    ``service_states(names)`` returns name -> systemd ActiveState. Raises KubeletNodeError listing
-    every problem: an unknown distribution, flags or later drop-ins that would undo ``settings``.
+    ``service_states(names)`` returns name -> systemd ActiveState; ``running`` is (pid, argv) of the
+    kubelet process when one runs. Flags come from the distribution's flag files, RKE2/k3s
+    ``kubelet-arg`` and the running kubelet's command line: one that sets a field of ``settings`` is
+    refused (flags win over files, so numa.kube's value would be ignored), and the reservation
+    inputs they set (kube-reserved, system-reserved, eviction-hard) are part of the effective
+    configuration returned. Raises KubeletNodeError listing every problem: an unknown
+    distribution, such flags, later drop-ins that would undo ``settings``.
     """
     if distribution in (None, "", "auto"):
         distribution = detect_distribution(files.exists)
@@ -276,24 +368,30 @@ def read_node(files, distribution="auto", overrides=None, settings=None, service
     problems.extend(later_dropin_conflicts(settings, later))
 
     launcher = LAYOUTS[distribution].get("launcher_config")
-    flag_args = []
+    sources = []  # (--flag[=value], where it is set)
     if launcher:
         folder = launcher + ".d"
-        documents = [(launcher, _load(launcher, files.read_text(launcher)))]
-        documents += [(os.path.join(folder, n), _load(os.path.join(folder, n), files.read_text(os.path.join(folder, n))))
-                      for n in sorted(files.listdir(folder)) if n.endswith((".yaml", ".yml"))]
-        flag_args = launcher_kubelet_args(documents)
+        names = [launcher] + [os.path.join(folder, n) for n in sorted(files.listdir(folder))
+                              if n.endswith((".yaml", ".yml"))]
+        documents = [(path, _load(path, files.read_text(path))) for path in names]
         where = "kubelet-arg in %s or %s/*.yaml" % (launcher, folder)
+        sources += [(arg, where) for arg in split_argv(launcher_kubelet_args(documents))]
     else:
         for path in LAYOUTS[distribution].get("flag_files", []):
-            flag_args += re.findall(r"--[a-z0-9-]+(?:=[^\s\"']*)?", files.read_text(path) or "")
-        where = "kubelet flags in %s" % ", ".join(LAYOUTS[distribution].get("flag_files", []))
-    for arg, field in flag_conflicts(flag_args, settings):
-        problems.append("%s is set through %s; command-line flags win over kubelet's configuration files, so "
-                        "numa.kube's %s would be ignored: remove that flag and let numa.kube manage %s"
-                        % (arg, where, field, field))
+            sources += flag_file_args(path, files.read_text(path))
+    if running:
+        pid, argv = running
+        where = "the running kubelet's command line (pid %s)" % pid
+        sources += [(arg, where) for arg in split_argv(list(argv)[1:])]
+    for arg, where in _unique(sources):
+        for _arg, field in flag_conflicts([arg], settings):
+            problems.append("%s is set in %s; command-line flags win over kubelet's configuration files, so "
+                            "numa.kube's %s would be ignored: remove that flag and let numa.kube manage %s"
+                            % (arg, where, field, field))
     if problems:
         raise KubeletNodeError(problems)
+    # flags win over the files: what they set is what kubelet runs with and demands
+    effective = merge_patch(effective, flag_settings([arg for arg, _where in sources]))
 
     states = service_states(layout["services"]) if service_states else {}
     service = pick_service(layout["services"], states) or layout["services"][0]
@@ -317,4 +415,6 @@ def read_node(files, distribution="auto", overrides=None, settings=None, service
         "state_dir": STATE_DIR,
         "state_files": state_files,
         "health_url": HEALTH_URL,
+        "health_process": LAYOUTS[distribution].get("kubelet_process", ""),
+        "log_file": LAYOUTS[distribution].get("kubelet_log", ""),
     }

@@ -20,8 +20,12 @@ description:
     effective configuration in force, C(maxPods), and the CPU and Memory Manager state files
     present.
   - With O(settings), also refuses what would silently undo them - a kubelet flag setting the same
-    field (RKE2/k3s C(kubelet-arg), kubeadm's flag files, EKS extra args; flags win over files) or a
-    drop-in that sorts after numa.kube's and sets the same field.
+    field (RKE2/k3s C(kubelet-arg), kubeadm's flag files, EKS extra args, or the running kubelet's
+    own command line; flags win over files), named with its file and line, or a drop-in that sorts
+    after numa.kube's and sets the same field.
+  - The effective configuration includes what flags set for C(--kube-reserved),
+    C(--system-reserved) and C(--eviction-hard), since kubelet computes the reservation it demands
+    from them.
   - Changes nothing on the node.
 author:
   - numa.kube contributors (@numa-kube)
@@ -155,6 +159,17 @@ ansible_facts:
           description: kubelet's health endpoint.
           type: str
           sample: http://127.0.0.1:10248/healthz
+        health_process:
+          description:
+            - The name of kubelet's own process when it is a child of the service (RKE2), whose
+              process ID tells a restart; empty when the service's main process is kubelet itself
+              or runs it inside (kubeadm, EKS, k3s).
+          type: str
+          sample: kubelet
+        log_file:
+          description: The file kubelet logs to when not the service's journal (RKE2), else empty.
+          type: str
+          sample: /var/lib/rancher/rke2/agent/logs/kubelet.log
 problems:
   description: On failure, every problem found, one per item.
   returned: failure
@@ -162,9 +177,16 @@ problems:
   elements: str
 """
 
+import os
+
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.numa.kube.plugins.module_utils.kubelet_node import KubeletNodeError, NodeFiles, read_node
+from ansible_collections.numa.kube.plugins.module_utils.kubelet_node import (
+    KubeletNodeError,
+    NodeFiles,
+    read_node,
+    running_process,
+)
 
 
 def main():
@@ -192,7 +214,8 @@ def main():
     try:
         node = read_node(NodeFiles(params["root"]), params["distribution"],
                          {"config_path": params["config_path"], "config_dir": params["config_dir"]},
-                         params["settings"], service_states if params["root"] == "/" else None)
+                         params["settings"], service_states if params["root"] == "/" else None,
+                         running_process("kubelet", os.path.join(params["root"], "proc")))
     except KubeletNodeError as exc:
         module.fail_json(msg=" | ".join(exc.problems), problems=exc.problems)
     module.exit_json(changed=False, ansible_facts={"kubelet_node": node})

@@ -39,6 +39,19 @@ options:
     description: Seconds C(/healthz) must stay ok with the same process.
     type: int
     default: 20
+  process:
+    description:
+      - Follow the process of this name (its process ID) instead of the service's main process,
+        for distributions that run kubelet as a child of their own service (RKE2, whose service
+        keeps its main process when kubelet restarts). Empty follows the service.
+    type: str
+    default: ""
+  log_file:
+    description:
+      - Read kubelet's error lines from the end of this file instead of the service's journal
+        (RKE2 - C(/var/lib/rancher/rke2/agent/logs/kubelet.log)). Empty reads the journal.
+    type: path
+    default: ""
   since:
     description:
       - Read the journal from this time (seconds since the epoch) for error lines; defaults to
@@ -95,19 +108,47 @@ restarts:
   type: int
   sample: 0
 log_lines:
-  description: kubelet's own error lines from the journal since O(since), oldest first.
+  description:
+    - kubelet's own error lines, oldest first - from the journal since O(since), or from what
+      O(log_file) gained while the module waited.
   returned: always
   type: list
   elements: str
   sample: ['E1122 10:00:01.000000 1234 run.go:72] "command failed" err="failed to run Kubelet: ..."']
 """
 
+import os
 import time
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.urls import open_url
 
 from ansible_collections.numa.kube.plugins.module_utils.health import error_lines, wait_healthy
+from ansible_collections.numa.kube.plugins.module_utils.kubelet_node import running_process
+
+# How much of a log file to read back at most for error lines.
+_LOG_TAIL = 256 * 1024
+
+
+def _size(path):
+    try:
+        return os.path.getsize(path)
+    except OSError:
+        return 0
+
+
+def _tail(path, start):
+    """What was written to ``path`` since it was ``start`` bytes long (the last 256 KiB at most;
+    all of its end when it was rotated meanwhile)."""
+    size = _size(path)
+    begin = start if start <= size else 0
+    begin = max(begin, size - _LOG_TAIL)
+    try:
+        with open(path, "rb") as handle:
+            handle.seek(begin)
+            return handle.read().decode("utf-8", "replace")
+    except (IOError, OSError):
+        return ""
 
 
 def main():
@@ -117,6 +158,8 @@ def main():
             service=dict(type="str", default="kubelet"),
             timeout=dict(type="int", default=300),
             settle=dict(type="int", default=20),
+            process=dict(type="str", default=""),
+            log_file=dict(type="path", default=""),
             since=dict(type="float"),
             log_lines=dict(type="int", default=10),
         ),
@@ -138,16 +181,24 @@ def main():
             return False, str(exc)
 
     def main_pid():
+        if params["process"]:
+            found = running_process(params["process"])
+            return found[0] if found else 0
         rc, out, _err = module.run_command(["systemctl", "show", "-p", "MainPID", "--value", unit])
         return int(out.strip()) if rc == 0 and out.strip().isdigit() else 0
 
+    log_start = _size(params["log_file"]) if params["log_file"] else 0
     outcome = wait_healthy(probe, main_pid, time.time, time.sleep, params["timeout"], params["settle"])
-    _rc, journal, _err = module.run_command(["journalctl", "-u", unit, "--since", "@%d" % int(since), "--no-pager",
-                                             "-o", "cat"])
+    if params["log_file"]:
+        journal = _tail(params["log_file"], log_start)
+    else:
+        _rc, journal, _err = module.run_command(["journalctl", "-u", unit, "--since", "@%d" % int(since), "--no-pager",
+                                                 "-o", "cat"])
     result = dict(changed=False, healthy=outcome["healthy"], waited=outcome["waited"], detail=outcome["detail"],
                   restarts=max(len(outcome["pids"]) - 1, 0), log_lines=error_lines(journal, params["log_lines"]))
     if not outcome["healthy"]:
-        last = result["log_lines"][-1] if result["log_lines"] else "no error lines in the journal of %s" % unit
+        last = result["log_lines"][-1] if result["log_lines"] else "no error lines in %s" % (
+            params["log_file"] or "the journal of " + unit)
         module.fail_json(msg="kubelet (%s) did not stay healthy within %d s (%s); its last error: %s"
                          % (unit, params["timeout"], outcome["detail"], last), **result)
     module.exit_json(**result)

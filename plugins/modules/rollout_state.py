@@ -68,6 +68,7 @@ attributes:
     description: Nothing is written; the results tell what a real run would do.
   diff_mode:
     support: none
+    description: The record is shown in the results, not as a diff.
 seealso:
   - module: numa.kube.kubelet_config
 """

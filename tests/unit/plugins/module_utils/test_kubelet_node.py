@@ -20,6 +20,7 @@ from ansible_collections.numa.kube.plugins.module_utils.kubelet_node import (
     launcher_kubelet_args,
     pick_service,
     read_node,
+    running_process,
 )
 
 KUBEADM_CONFIG = "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nmaxPods: 110\n"
@@ -138,3 +139,59 @@ def test_control_plane_nodes_are_recognised(tmp_path, files, states, evidence):
     node = read_node(tree(tmp_path, files), service_states=lambda names: dict((n, states.get(n, "")) for n in names))
     assert node["control_plane"] is bool(evidence)
     assert node["control_plane_evidence"] == evidence
+
+
+def test_flags_in_files_and_on_the_command_line_are_named_with_where_they_are(tmp_path):
+    files = tree(tmp_path, {
+        "/var/lib/kubelet/config.yaml": KUBEADM_CONFIG,
+        "/var/lib/kubelet/kubeadm-flags.env": 'KUBELET_KUBEADM_ARGS="--node-ip=10.0.0.1"\n',
+        "/etc/default/kubelet": "# extra\nKUBELET_EXTRA_ARGS=--reserved-memory=0:memory=1Gi\n",
+    })
+    running = (4242, ["/usr/bin/kubelet", "--config=/var/lib/kubelet/config.yaml", "--cpu-manager-policy", "none"])
+    with pytest.raises(KubeletNodeError) as caught:
+        read_node(files, settings={"cpuManagerPolicy": "static", "reservedMemory": []}, running=running)
+    problems = caught.value.problems
+    assert any("--reserved-memory=0:memory=1Gi is set in /etc/default/kubelet line 2" in p for p in problems), problems
+    assert any("--cpu-manager-policy=none is set in the running kubelet's command line (pid 4242)" in p
+               for p in problems), problems
+
+
+def test_reservation_flags_are_part_of_the_effective_configuration(tmp_path):
+    """kubelet demands kube-reserved + system-reserved + eviction-hard as its flags set them: the
+    reservation numa.kube computes must start from those values, not from the files alone."""
+    files = tree(tmp_path, {"/var/lib/kubelet/config.yaml": KUBEADM_CONFIG + "kubeReserved:\n  memory: 1Gi\n"})
+    running = (7, ["kubelet", "--kube-reserved=cpu=500m,memory=2Gi", "--eviction-hard",
+                   "memory.available<500Mi,nodefs.available<10%", "--system-reserved=memory=256Mi"])
+    node = read_node(files, settings={"cpuManagerPolicy": "static"}, running=running)
+    assert node["config"]["kubeReserved"] == {"cpu": "500m", "memory": "2Gi"}
+    assert node["config"]["evictionHard"] == {"memory.available": "500Mi", "nodefs.available": "10%"}
+    assert node["config"]["systemReserved"] == {"memory": "256Mi"}
+
+
+def test_rke2_kubelet_arg_reservation_counts_too(tmp_path):
+    files = tree(tmp_path, {"/etc/rancher/rke2/config.yaml": "kubelet-arg:\n  - eviction-hard=memory.available<1Gi\n"})
+    node = read_node(files, service_states=lambda names: {"rke2-agent": "active"})
+    assert node["config"]["evictionHard"] == {"memory.available": "1Gi"}
+    # rke2's kubelet is a child process with a log file of its own: health is read there
+    assert node["health_process"] == "kubelet"
+    assert node["log_file"] == "/var/lib/rancher/rke2/agent/logs/kubelet.log"
+
+
+@pytest.mark.parametrize("files,states", [
+    ({"/var/lib/kubelet/config.yaml": KUBEADM_CONFIG}, {}),
+    ({"/etc/rancher/k3s/config.yaml": "{}\n"}, {"k3s-agent": "active"}),
+])
+def test_kubeadm_and_k3s_health_comes_from_the_unit(tmp_path, files, states):
+    node = read_node(tree(tmp_path, files), service_states=lambda names: dict((n, states.get(n, "")) for n in names))
+    assert node["health_process"] == "" and node["log_file"] == ""
+
+
+def test_the_running_kubelet_is_found_by_its_name(tmp_path):
+    for pid, comm, cmdline in ((10, "systemd", b"/sbin/init\0"), (31, "kubelet", b"/usr/bin/kubelet\0--v=2\0")):
+        folder = tmp_path / str(pid)
+        folder.mkdir()
+        (folder / "comm").write_text(comm + "\n")
+        (folder / "cmdline").write_bytes(cmdline)
+    (tmp_path / "self").mkdir()
+    assert running_process("kubelet", str(tmp_path)) == (31, ["/usr/bin/kubelet", "--v=2"])
+    assert running_process("kubelet", str(tmp_path / "missing")) is None
