@@ -61,7 +61,7 @@ units: venv
 
 # The whole job on a local NUMA VM: boot the default scenario's guest (2 NUMA nodes), make it a
 # kubeadm-style worker, run site.yml against it (the closing report shows the result), tear it down.
-# `molecule converge` creates and prepares the guest first; 8.5 min here (TCG, warm caches).
+# `molecule converge` creates and prepares the guest first; about 12.5 min here (TCG, warm caches).
 demo: venv vm-deps
 	@trap '$(BIN)/molecule destroy -s default >/dev/null' EXIT; \
 	  $(BIN)/molecule converge -s default
