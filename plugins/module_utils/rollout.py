@@ -123,6 +123,8 @@ def plan_begin(marker, files, services, unschedulable, reason, node, folder, now
         "files": [],
         "steps": [],
     }
+    if reason and (marker["steps"] or [None])[-1] != reason:
+        marker["steps"].append(reason)  # the part under way: what a later run reports it found
     if resumed and marker.get("unschedulable") is None and unschedulable is not None:
         # the first opening could not ask the API (no access then); the first answer is the truth
         marker["unschedulable"] = unschedulable

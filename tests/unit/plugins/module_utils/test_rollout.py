@@ -63,6 +63,14 @@ def test_a_resumed_opening_keeps_the_first_bytes_and_schedulability(node):
     assert second["files"][0] == first["files"][0]
     assert [e["path"] for e in second["files"]] == ["/etc/k/config.yaml", "/etc/containerd/config.toml"]
     assert second["services"] == ["kubelet", "containerd"]
+    assert second["steps"] == ["test"], "the same part opened twice is one step"
+
+
+def test_each_part_that_opens_the_envelope_is_a_step(node):
+    first, _copies = rollout.plan_begin(None, [], [], False, "kubelet configuration", node, FOLDER)
+    second, _copies = rollout.plan_begin(first, [], [], None, "reboot for kernel parameters", node, FOLDER)
+    assert second["steps"] == ["kubelet configuration", "reboot for kernel parameters"]
+    assert "last step 'reboot for kernel parameters'" in rollout.describe(second)
 
 
 def test_unknown_schedulability_is_filled_by_the_first_answer(node):
@@ -125,7 +133,7 @@ def test_module_begin_restore_finish_round_trip(tmp_path):
     os.chmod(str(target), 0o644)
     (tmp_path / "new.conf").write_bytes(b"x\n")
     failed, result = run(rollout_state, dict(common, state="step", step="kubelet stopped"))
-    assert result["marker"]["steps"] == ["kubelet stopped"]
+    assert result["marker"]["steps"] == ["kubelet", "kubelet stopped"]
     failed, result = run(rollout_state, dict(common, state="restore"), check_mode=True)
     assert result["changed"] and target.read_bytes() == b"cpuManagerPolicy: static\n", "check mode wrote"
     failed, result = run(rollout_state, dict(common, state="restore"))
