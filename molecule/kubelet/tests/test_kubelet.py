@@ -19,6 +19,7 @@ import subprocess
 import sys
 import time
 
+import kubernetes  # pinned in requirements.txt: a missing client must fail the run, not skip it
 import pytest
 import yaml
 
@@ -41,7 +42,6 @@ API = {"rollout_kubeconfig": os.path.join(CONTROL_PLANE, "admin.kubeconfig"), "r
 
 @pytest.fixture(scope="module")
 def api():
-    kubernetes = pytest.importorskip("kubernetes")
     kubernetes.config.load_kube_config(os.path.join(CONTROL_PLANE, "admin.kubeconfig"))
     return kubernetes.client.CoreV1Api()
 
