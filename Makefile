@@ -7,7 +7,7 @@ VENV := $(CURDIR)/.venv
 BIN := $(VENV)/bin
 COLLECTIONS := $(VENV)/collections
 SANITY_ROOT := $(VENV)/sanity/ansible_collections/numa/kube
-STAMP := $(VENV)/.requirements-$(shell sha256sum requirements.txt | cut -c1-16)
+STAMP := $(VENV)/.requirements-$(shell sha256sum requirements-dev.txt | cut -c1-16)
 
 export ANSIBLE_COLLECTIONS_PATH := $(COLLECTIONS):$(VENV)/lib/python3.11/site-packages
 export PYTHONPATH := $(COLLECTIONS)
@@ -16,19 +16,19 @@ export ANSIBLE_PIPELINING := true
 export ANSIBLE_HOST_KEY_CHECKING := false
 export ANSIBLE_NOCOLOR := true
 
-.PHONY: help venv test test-fast test-vm lint yamllint ansible-lint sanity units demo demo-local clean
+.PHONY: help venv test test-fast test-vm lint yamllint ansible-lint sanity units bench differential demo demo-local clean
 
 help:
 	@echo "make test       set up .venv (pinned) and the VM tools, run every test tier (what CI runs)"
 	@echo "make test-fast  only lint, sanity and units (no VMs), for quick iteration"
 	@echo "make test-vm    only the VM tiers; make molecule-<scenario> runs one scenario"
-	@echo "make demo       boot a 2-node NUMA VM, run site.yml on it, print the report, destroy it"
+	@echo "make demo       boot two NUMA VMs and an API server, run site.yml, print the report, destroy them"
 	@echo "make demo-local read this machine's NUMA topology and print the kubelet reservation it needs"
-	@echo "make lint | sanity | units   one tier"
+	@echo "make lint | sanity | units | bench | differential   one tier (differential: against kubelet's Go code)"
 
-$(STAMP): requirements.txt
+$(STAMP): requirements-dev.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet -r requirements.txt
+	$(BIN)/python -m pip install --quiet -r requirements-dev.txt
 	rm -f $(VENV)/.requirements-* && touch $@
 
 # The collection is importable as ansible_collections.numa.kube through a link into .venv.
@@ -38,8 +38,8 @@ $(COLLECTIONS)/ansible_collections/numa/kube:
 
 venv: $(STAMP) $(COLLECTIONS)/ansible_collections/numa/kube
 
-FAST_TIERS := lint sanity units
-VM_TIERS := vm-bed molecule-default molecule-uneven molecule-kubelet
+FAST_TIERS := lint sanity units bench
+VM_TIERS := vm-bed differential molecule-cluster
 
 test: venv vm-deps
 	@bash tools/run-tiers $(FAST_TIERS) $(VM_TIERS)
@@ -59,12 +59,18 @@ sanity: venv
 units: venv
 	@bash tools/run-tiers units
 
-# The whole job on a local NUMA VM: boot the default scenario's guest (2 NUMA nodes), make it a
-# kubeadm-style worker, run site.yml against it (the closing report shows the result), tear it down.
-# `molecule converge` creates and prepares the guest first; about 12.5 min here (TCG, warm caches).
+differential: venv
+	@bash tools/run-tiers differential
+
+bench: venv
+	@bash tools/run-tiers bench
+
+# The whole job on a local fleet: boot the cluster scenario's two NUMA guests and the API server,
+# make them kubeadm-style workers with a pod each, run site.yml (the closing report shows the
+# result), tear it all down. `molecule converge` creates and prepares the guests first.
 demo: venv vm-deps
-	@trap '$(BIN)/molecule destroy -s default >/dev/null' EXIT; \
-	  $(BIN)/molecule converge -s default
+	@trap '$(BIN)/molecule destroy -s cluster >/dev/null' EXIT; \
+	  $(BIN)/molecule converge -s cluster
 
 # Read-only look at this machine's own topology and the reservation it would need.
 demo-local: venv

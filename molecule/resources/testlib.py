@@ -6,7 +6,15 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import calendar
+import json
+import os
 import re
+import shlex
+import signal
+import subprocess
+import sys
+import time
 
 
 def exporter_metrics(host, port=9201):
@@ -20,3 +28,164 @@ def exporter_metrics(host, port=9201):
             labels = tuple(sorted(re.findall(r'(\w+)="([^"]*)"', match.group(2))))
             values[(match.group(1), labels)] = float(match.group(3))
     return values
+
+
+def guest_get(host, url, timeout=20):
+    """The body of ``url`` fetched inside the guest (kubelet's own TLS certificate is not checked)."""
+    script = ("import ssl, urllib.request as u\n"
+              "print(u.urlopen(%r, timeout=%d, context=ssl._create_unverified_context()).read().decode())\n"
+              % (url, timeout))
+    return host.check_output("python3 -c %s" % shlex.quote(script))
+
+
+def configz(host):
+    """The configuration kubelet runs with, from its /configz."""
+    return json.loads(guest_get(host, "https://127.0.0.1:10250/configz"))["kubeletconfig"]
+
+
+def wait_kubelet_healthy(host, settle=15, timeout=300):
+    """Readiness of the test bed after a restart a test made itself: healthz ok for ``settle`` s."""
+    script = ("import time, urllib.request as u\n"
+              "good = None\n"
+              "end = time.time() + %d\n"
+              "while time.time() < end:\n"
+              "    try:\n"
+              "        ok = u.urlopen('http://127.0.0.1:10248/healthz', timeout=5).read() == b'ok'\n"
+              "    except Exception:\n"
+              "        ok = False\n"
+              "    good = (good or time.time()) if ok else None\n"
+              "    if good and time.time() - good >= %d:\n"
+              "        raise SystemExit(0)\n"
+              "    time.sleep(2)\n"
+              "raise SystemExit(1)\n" % (timeout, settle))
+    assert host.run("python3 -c %s" % shlex.quote(script)).rc == 0, "kubelet did not become healthy"
+
+
+def node_memory(host, node):
+    """MemTotal of one NUMA node of the guest, in bytes."""
+    text = host.file("/sys/devices/system/node/node%d/meminfo" % node).content_string
+    return int(re.search(r"MemTotal:\s+(\d+) kB", text).group(1)) * 1024
+
+
+def boot_time(host):
+    """When the guest booted, in seconds since the epoch (its clock comes from the host's)."""
+    return int(re.search(r"^btime (\d+)$", host.file("/proc/stat").content_string, re.M).group(1))
+
+
+def cpu_list(text):
+    """A kernel CPU (or node) list such as 0-2,5 as a set of numbers."""
+    cpus = set()
+    for part in text.strip().split(","):
+        if "-" in part:
+            low, high = part.split("-")
+            cpus.update(range(int(low), int(high) + 1))
+        elif part:
+            cpus.add(int(part))
+    return cpus
+
+
+def node_cpus(host, numa):
+    """The CPUs of one NUMA node of the guest."""
+    return cpu_list(host.file("/sys/devices/system/node/node%d/cpulist" % numa).content_string)
+
+
+def wait(what, check, timeout=300, interval=1.0):
+    """``check()``'s first true value within ``timeout`` seconds; the test fails naming ``what`` otherwise."""
+    deadline = time.time() + timeout
+    value = None
+    while time.time() < deadline:
+        value = check()
+        if value:
+            return value
+        time.sleep(interval)
+    raise AssertionError("%s: not within %d s (last seen: %r)" % (what, timeout, value))
+
+
+class AuditLog(object):
+    """What the collection's controller (user numa-kube-admin) asked of the test bed's API server."""
+
+    def __init__(self, path):
+        self.path = path
+
+    def mark(self):
+        """The log's length now, to read only what comes after."""
+        with open(self.path) as handle:
+            return sum(1 for _line in handle)
+
+    def node_requests(self, since=0, times=False):
+        """Cordons, evictions and uncordons in order, as (verb, name) pairs, or (verb, name, epoch
+        seconds) with ``times``, from line ``since`` on."""
+        requests = []
+        with open(self.path) as handle:
+            for number, line in enumerate(handle):
+                if number < since:
+                    continue
+                event = json.loads(line)
+                if event["user"]["username"] != "numa-kube-admin" or event.get("stage") != "ResponseComplete":
+                    continue
+                if event.get("responseStatus", {}).get("code", 500) >= 300:
+                    continue
+                ref = event["objectRef"]
+                verb = None
+                if ref["resource"] == "nodes" and not ref.get("subresource") and event["verb"] in ("patch", "update"):
+                    spec = (event.get("requestObject") or {}).get("spec") or {}
+                    if "unschedulable" in spec:  # other node changes (labels, taints) are neither
+                        verb = "cordon" if spec["unschedulable"] else "uncordon"
+                elif ref.get("subresource") == "eviction":
+                    verb = "evict"
+                if verb:
+                    requests.append((verb, ref["name"], _epoch(event["stageTimestamp"])))
+        return requests if times else [(verb, name) for verb, name, _when in requests]
+
+
+def _epoch(stamp):
+    """RFC 3339 time of the audit log (UTC, microseconds) as seconds since the epoch."""
+    return calendar.timegm(time.strptime(stamp[:19], "%Y-%m-%dT%H:%M:%S")) + float("0" + stamp[19:].rstrip("Z"))
+
+
+def run_playbook(args, timeout=1800):
+    """ansible-playbook with the scenario's inventory, as a user runs it; returns the finished process."""
+    command = ["ansible-playbook", "-i", os.environ["MOLECULE_INVENTORY_FILE"]] + list(args)
+    return subprocess.run(command, capture_output=True, text=True, timeout=timeout, check=False,
+                          env=dict(os.environ, ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0"))
+
+
+class PausedGuest(object):
+    """Hold a guest's qemu stopped (SIGSTOP) while tests use only the other guests, then let it go.
+
+    An idle guest still costs about 40 % of a host core under TCG (its kubelet and containerd
+    housekeeping, emulated); on a 2-core machine that slows the guest under test. The paused
+    guest's kubelet misses its heartbeats meanwhile; numa_vm.py's stop continues a paused qemu.
+    """
+
+    def __init__(self, workdir):
+        with open(os.path.join(workdir, "qemu.pid")) as handle:
+            self.pid = int(handle.read().strip())
+
+    def __enter__(self):
+        os.kill(self.pid, signal.SIGSTOP)
+        return self
+
+    def __exit__(self, *exc):
+        os.kill(self.pid, signal.SIGCONT)
+        return False
+
+
+def run_module(module, args, check=False, diff=False, timeout=900):
+    """One module run on the controller (localhost), as a playbook's delegated task runs it; returns
+    its result (``failed`` and ``msg`` on failure)."""
+    command = ["ansible", "localhost", "-i", "localhost,", "-c", "local", "-m", module, "-a", json.dumps(args)]
+    command += (["--check"] if check else []) + (["--diff"] if diff else [])
+    env = dict(os.environ, ANSIBLE_STDOUT_CALLBACK="json", ANSIBLE_LOAD_CALLBACK_PLUGINS="1", ANSIBLE_NOCOLOR="1",
+               ANSIBLE_PYTHON_INTERPRETER=sys.executable)
+    # Not the scenario's ansible.cfg (molecule verify exports it): its callbacks (profile_tasks)
+    # print their own lines on stdout around the JSON report.
+    for name in ("ANSIBLE_CONFIG", "ANSIBLE_CALLBACKS_ENABLED"):
+        env.pop(name, None)
+    done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, check=False, env=env)
+    try:
+        report = json.loads(done.stdout)
+        return report["plays"][0]["tasks"][0]["hosts"]["localhost"]
+    except (ValueError, KeyError, IndexError):
+        raise AssertionError("ansible %s gave no result (exit %d): %s %s" % (module, done.returncode, done.stdout,
+                                                                             done.stderr))

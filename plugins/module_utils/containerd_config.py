@@ -157,34 +157,43 @@ def plan_nri(text, containerd_version, enabled=True, settings=None):
     if not changes:
         return text, effective
     new_lines = list(lines)
+    if not lines:
+        new_lines = ["version = %d" % (3 if version >= (2, 0, 0) else 2)]
+    return _set_nri_keys(new_lines, changes), effective
+
+
+def _set_nri_keys(lines, changes):
+    """The text of ``lines`` with each key of ``changes`` (already TOML values) set in the NRI
+    table: in place where the key is, after the table's last key where not, or in a table appended
+    at the end when there is none."""
+    lines = list(lines)
+    section = _section(lines)
     if section:
         start, end = section
         indent = "  "
         last_key = start
         for index in range(start + 1, end):
-            stripped = new_lines[index].strip()
+            stripped = lines[index].strip()
             if stripped and not stripped.startswith("#"):
                 last_key = index
-                indent = new_lines[index][:len(new_lines[index]) - len(new_lines[index].lstrip())]
+                indent = lines[index][:len(lines[index]) - len(lines[index].lstrip())]
         inserts = []
         for key in sorted(changes):
             pattern = _key_line(key)
             for index in range(start + 1, end):
-                match = pattern.match(new_lines[index])
+                match = pattern.match(lines[index])
                 if match:
-                    new_lines[index] = "%s%s = %s" % (match.group(1), key, changes[key])
+                    lines[index] = "%s%s = %s" % (match.group(1), key, changes[key])
                     break
             else:
                 inserts.append("%s%s = %s" % (indent, key, changes[key]))
-        new_lines[last_key + 1:last_key + 1] = inserts
+        lines[last_key + 1:last_key + 1] = inserts
     else:
-        if not lines:
-            new_lines = ["version = %d" % (3 if version >= (2, 0, 0) else 2)]
-        if new_lines and new_lines[-1].strip():
-            new_lines.append("")
-        new_lines.append('[plugins."%s"]' % NRI_PLUGIN)
-        new_lines.extend("  %s = %s" % (key, changes[key]) for key in sorted(changes))
-    return "\n".join(new_lines) + "\n", effective
+        if lines and lines[-1].strip():
+            lines.append("")
+        lines.append('[plugins."%s"]' % NRI_PLUGIN)
+        lines.extend("  %s = %s" % (key, changes[key]) for key in sorted(changes))
+    return "\n".join(lines) + "\n"
 
 
 def nri_disabled(text, containerd_version=None):
@@ -231,3 +240,88 @@ def _parse_scalar(raw):
         return int(raw)
     except ValueError:
         return raw
+
+
+# --- RKE2 and k3s: containerd configured through a template the distribution renders ---------------
+#
+# RKE2 and k3s write containerd's config.toml themselves at every start, from a Go template: their
+# own, or config.toml.tmpl (config version 2) / config-v3.toml.tmpl (version 3, containerd 2.x) in
+# the same folder when one exists. A template replaces the distribution's configuration as a whole
+# unless it includes the distribution's own as {{ template "base" . }}, which k3s (and RKE2, whose
+# agent is k3s's code) offer from their September 2023 releases on.
+
+TEMPLATE_V2 = "config.toml.tmpl"
+TEMPLATE_V3 = "config-v3.toml.tmpl"
+TEMPLATE_MARK = "# Written by numa.kube (containerd_nri): the distribution's own configuration, then NRI."
+_BASE_INCLUDE = re.compile(r"\{\{-?\s*template\s+\"base\"\s+\.\s*-?\}\}")
+# the first release of each minor version whose template may include "base"
+BASE_TEMPLATE_SINCE = {24: (1, 24, 17), 25: (1, 25, 13), 26: (1, 26, 8), 27: (1, 27, 5), 28: (1, 28, 1)}
+
+
+def parse_distribution_version(text):
+    """``rke2 version v1.28.1+rke2r1 (abc)`` or ``k3s version v1.30.4+k3s1 (def)`` -> (1, 28, 1)."""
+    for word in (text or "").split():
+        match = re.match(r"^v?(\d+)\.(\d+)\.(\d+)(?:[+-]|$)", word)
+        if match:
+            return tuple(int(part) for part in match.groups())
+    raise ContainerdConfigError("cannot find a version in %r (expected the output of rke2 --version or k3s --version)"
+                                % (text,))
+
+
+def base_template_supported(version):
+    """Whether a release renders templates that include {{ template "base" . }}."""
+    version = tuple(version)
+    if version[:2] < (1, 24):
+        return False
+    if version[:2] > (1, 28):
+        return True
+    return version >= BASE_TEMPLATE_SINCE[version[1]]
+
+
+def _vstr(version):
+    return ".".join(str(part) for part in version)
+
+
+def plan_template(distribution, distribution_version, containerd_version, rendered, templates, enabled=True,
+                  settings=None):
+    """Plan NRI on RKE2 or k3s through the containerd template.
+
+    ``rendered`` is the config.toml the distribution generated (what containerd runs with);
+    ``templates`` maps TEMPLATE_V2 and TEMPLATE_V3 to their text, or None where there is no file.
+    Returns (name, new_text, effective): the template to write (new_text is None when nothing
+    changes) and the NRI settings containerd runs with afterwards.
+    """
+    name = TEMPLATE_V3 if tuple(containerd_version) >= (2, 0, 0) else TEMPLATE_V2
+    toml_values = dict((key, toml_value(value)) for key, value in desired_settings(enabled, settings).items())
+    running_as_wanted, effective = plan_nri(rendered or "", containerd_version, enabled, settings)
+    current = templates.get(name)
+    if running_as_wanted == (rendered or "") and rendered:
+        return name, None, effective
+    other = templates.get(TEMPLATE_V2) if name == TEMPLATE_V3 else None
+    if other is not None and current is None:
+        raise ContainerdConfigError(
+            "%s exists but containerd %s takes %s first: writing it would leave your %s unused. Move your changes "
+            "into %s (config version 3) and run again." % (TEMPLATE_V2, _vstr(containerd_version), TEMPLATE_V3,
+                                                           TEMPLATE_V2, TEMPLATE_V3))
+    if current is not None and not _BASE_INCLUDE.search(current):
+        raise ContainerdConfigError(
+            "%s is a whole containerd template of your own (it does not include {{ template \"base\" . }}), so "
+            "numa.kube will not edit it: add [plugins.\"%s\"] with disable = %s to it yourself, or start it with "
+            "{{ template \"base\" . }} and run again." % (name, NRI_PLUGIN, toml_value(not enabled)))
+    if current is None:
+        if not base_template_supported(distribution_version):
+            raise ContainerdConfigError(
+                "%s %s cannot include its own configuration in a template ({{ template \"base\" . }} came with the "
+                "September 2023 releases: v1.24.17, v1.25.13, v1.26.8, v1.27.5, v1.28.1); a template would replace "
+                "it as a whole. Upgrade %s, or write a full %s yourself." % (
+                    distribution, _vstr(distribution_version), distribution, name))
+        if _section((rendered or "").splitlines()):
+            raise ContainerdConfigError(
+                "%s's own containerd configuration already has [plugins.\"%s\"], which a template cannot set a "
+                "second time; write a full %s with the NRI settings you need." % (distribution, NRI_PLUGIN, name))
+        new_text = _set_nri_keys([TEMPLATE_MARK, '{{ template "base" . }}'], toml_values)
+        # what the distribution will render: its own configuration (running now, no template), then ours
+        check_toml(_BASE_INCLUDE.sub(lambda _m: rendered or "", new_text), enabled)
+    else:
+        new_text = _set_nri_keys(current.splitlines(), toml_values)
+    return name, (None if new_text == current else new_text), effective

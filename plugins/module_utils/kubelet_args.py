@@ -12,25 +12,14 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import re
 import shlex
 
-from ansible_collections.numa.kube.plugins.module_utils.reservation import reserved_memory_flag
-
-# Fields whose flag is not the plain kebab-case of the field name.
-_FLAG_NAMES = {
-    "reservedSystemCPUs": "reserved-cpus",
-    "clusterDNS": "cluster-dns",
-    "kubeAPIQPS": "kube-api-qps",
-    "kubeAPIBurst": "kube-api-burst",
-    "cpuCFSQuota": "cpu-cfs-quota",
-    "cpuCFSQuotaPeriod": "cpu-cfs-quota-period",
-    "podCIDR": "pod-cidr",
-    "tlsCertFile": "tls-cert-file",
-    "tlsPrivateKeyFile": "tls-private-key-file",
-    "staticPodPath": "pod-manifest-path",
-    "staticPodURL": "manifest-url",
-}
+from ansible_collections.numa.kube.plugins.module_utils.kubelet_fields import FLAGS, KUBELET_VERSION
+from ansible_collections.numa.kube.plugins.module_utils.reservation import (
+    ReservationError,
+    parse_reserved_memory,
+    reserved_memory_flag,
+)
 
 # Eviction thresholds are written signal<value on the command line.
 _EVICTION_FIELDS = ("evictionHard", "evictionSoft")
@@ -41,9 +30,13 @@ class KubeletArgsError(ValueError):
 
 
 def flag_name(field):
-    if field in _FLAG_NAMES:
-        return _FLAG_NAMES[field]
-    return re.sub(r"(?<=[a-z0-9])([A-Z])", r"-\1", field).lower()
+    """kubelet's flag for a KubeletConfiguration field (its own table, see kubelet_fields)."""
+    if field not in FLAGS:
+        raise KubeletArgsError("%s is not a KubeletConfiguration field of kubelet %s" % (field, KUBELET_VERSION))
+    if FLAGS[field] is None:
+        raise KubeletArgsError("%s has no kubelet flag (kubelet %s); it can only be set in a configuration file"
+                               % (field, KUBELET_VERSION))
+    return FLAGS[field]
 
 
 def _scalar(value):
@@ -54,6 +47,10 @@ def _scalar(value):
 
 def flag_value(field, value):
     if field == "reservedMemory":
+        try:
+            parse_reserved_memory(value)
+        except ReservationError as exc:
+            raise KubeletArgsError("reservedMemory: %s" % "; ".join(exc.problems))
         return reserved_memory_flag(value)
     if isinstance(value, dict):
         if field in _EVICTION_FIELDS:

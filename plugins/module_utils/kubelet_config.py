@@ -17,47 +17,22 @@ import copy
 import difflib
 import json
 import math
+import re
 
 from ansible_collections.numa.kube.plugins.module_utils.errors import ProblemsError
+from ansible_collections.numa.kube.plugins.module_utils.kubelet_fields import FEATURE_GATES, FLAGS
 from ansible_collections.numa.kube.plugins.module_utils.quantity import Quantity, QuantityError
 from ansible_collections.numa.kube.plugins.module_utils.reservation import (
     ReservationError,
     parse_reserved_memory,
 )
-from ansible_collections.numa.kube.plugins.module_utils.topology import parse_cpu_list
+from ansible_collections.numa.kube.plugins.module_utils.reservation import plan as reservation_plan
 
 API_VERSION = "kubelet.config.k8s.io/v1beta1"
 KIND = "KubeletConfiguration"
 
-# Top-level fields of KubeletConfiguration (kubelet.config.k8s.io/v1beta1).
-KNOWN_FIELDS = frozenset("""
-apiVersion kind enableServer staticPodPath podLogsDir syncFrequency fileCheckFrequency
-httpCheckFrequency staticPodURL staticPodURLHeader address port readOnlyPort tlsCertFile
-tlsPrivateKeyFile tlsCipherSuites tlsMinVersion rotateCertificates serverTLSBootstrap
-authentication authorization registryPullQPS registryBurst imagePullCredentialsVerificationPolicy
-preloadedImagesVerificationAllowlist eventRecordQPS eventBurst enableDebuggingHandlers
-enableContentionProfiling healthzPort healthzBindAddress oomScoreAdj clusterDomain clusterDNS
-streamingConnectionIdleTimeout nodeStatusUpdateFrequency nodeStatusReportFrequency
-nodeLeaseDurationSeconds imageMinimumGCAge imageMaximumGCAge imageGCHighThresholdPercent
-imageGCLowThresholdPercent volumeStatsAggPeriod kubeletCgroups systemCgroups cgroupRoot
-cgroupsPerQOS cgroupDriver cpuManagerPolicy singleProcessOOMKill cpuManagerPolicyOptions
-cpuManagerReconcilePeriod memoryManagerPolicy topologyManagerPolicy topologyManagerScope
-topologyManagerPolicyOptions qosReserved runtimeRequestTimeout hairpinMode maxPods podCIDR
-podPidsLimit resolvConf runOnce cpuCFSQuota cpuCFSQuotaPeriod nodeStatusMaxImages maxOpenFiles
-contentType kubeAPIQPS kubeAPIBurst serializeImagePulls maxParallelImagePulls evictionHard
-evictionSoft evictionSoftGracePeriod evictionPressureTransitionPeriod evictionMaxPodGracePeriod
-evictionMinimumReclaim mergeDefaultEvictionSettings podsPerCore enableControllerAttachDetach
-protectKernelDefaults makeIPTablesUtilChains iptablesMasqueradeBit iptablesDropBit featureGates
-failSwapOn memorySwap containerLogMaxSize containerLogMaxFiles containerLogMaxWorkers
-containerLogMonitorInterval configMapAndSecretChangeDetectionStrategy systemReserved kubeReserved
-reservedSystemCPUs showHiddenMetricsForVersion systemReservedCgroup kubeReservedCgroup
-enforceNodeAllocatable allowedUnsafeSysctls volumePluginDir providerID kernelMemcgNotification
-logging enableSystemLogHandler enableSystemLogQuery shutdownGracePeriod
-shutdownGracePeriodCriticalPods shutdownGracePeriodByPodPriority crashLoopBackOff reservedMemory
-enableProfilingHandler enableDebugFlagsHandler seccompDefault memoryThrottlingFactor
-registerWithTaints registerNode tracing localStorageCapacityIsolation containerRuntimeEndpoint
-imageServiceEndpoint failCgroupV1 userNamespaces
-""".split())
+# Top-level fields of KubeletConfiguration (kubelet.config.k8s.io/v1beta1), from kubelet itself.
+KNOWN_FIELDS = frozenset(["apiVersion", "kind"] + list(FLAGS))
 
 CPU_POLICIES = ("none", "static")
 MEMORY_POLICIES = ("None", "Static")
@@ -66,8 +41,52 @@ TOPOLOGY_SCOPES = ("container", "pod")
 CPU_POLICY_OPTIONS = ("full-pcpus-only", "distribute-cpus-across-numa", "align-by-socket",
                       "distribute-cpus-across-cores", "strict-cpu-reservation",
                       "prefer-align-cpus-by-uncorecache")
+# kubelet 1.36: the options that need a feature gate (the others are stable)
+CPU_OPTION_GATES = {
+    "align-by-socket": "CPUManagerPolicyAlphaOptions",
+    "distribute-cpus-across-cores": "CPUManagerPolicyAlphaOptions",
+    "distribute-cpus-across-numa": "CPUManagerPolicyBetaOptions",
+}
+# pairs of CPU Manager options kubelet refuses together when both are true
+CPU_OPTION_CONFLICTS = (
+    ("full-pcpus-only", "distribute-cpus-across-cores"),
+    ("distribute-cpus-across-numa", "distribute-cpus-across-cores"),
+    ("prefer-align-cpus-by-uncorecache", "distribute-cpus-across-cores"),
+    ("prefer-align-cpus-by-uncorecache", "distribute-cpus-across-numa"),
+)
 TOPOLOGY_POLICY_OPTIONS = ("prefer-closest-numa-nodes", "max-allowable-numa-nodes")
 DEFAULT_MAX_NUMA_NODES = 8
+# Go's strconv.ParseBool, which kubelet reads option values with
+GO_BOOLS = {"1": True, "t": True, "T": True, "TRUE": True, "true": True, "True": True,
+            "0": False, "f": False, "F": False, "FALSE": False, "false": False, "False": False}
+_GO_ATOI = re.compile(r"^[+-]?[0-9]+\Z")
+# a CPU range wider than this is larger than any machine (kubelet would walk it one by one)
+_CPU_RANGE_LIMIT = 65536
+
+
+def parse_kubelet_cpuset(text):
+    """A CPU list read as kubelet reads reservedSystemCPUs (k8s.io/utils/cpuset.Parse): ``0-3,8``,
+    no spaces, no empty elements, ranges not backwards. Returns a set; raises ValueError."""
+    result = set()
+    if text == "":
+        return result
+    for part in text.split(","):
+        bounds = part.split("-", 1)
+        for bound in bounds:
+            if not _GO_ATOI.match(bound):
+                raise ValueError("%r is not a whole number" % bound)
+        numbers = [int(bound) for bound in bounds]
+        if len(numbers) == 1:
+            result.add(numbers[0])
+            continue
+        start, end = numbers
+        if start > end:
+            raise ValueError("invalid range %r (%d > %d)" % (part, start, end))
+        if end - start > _CPU_RANGE_LIMIT:
+            raise ValueError("range %r is wider than any machine" % part)
+        result.update(range(start, end + 1))
+    return result
+
 
 # Defaults kubelet applies when a field is absent.
 DEFAULTS = {
@@ -110,7 +129,7 @@ def _choice(problems, settings, field, allowed):
     if field not in settings:
         return
     value = settings[field]
-    if value in allowed:
+    if value in allowed or value == "":  # empty: kubelet's default
         return
     fix = ""
     for option in allowed:
@@ -128,12 +147,37 @@ def _string_options(problems, settings, field, allowed):
         problems.append("%s: expected a mapping of option name to string value, got %r" % (field, options))
         return {}
     for name, value in sorted(options.items()):
-        if name not in allowed:
+        if allowed is not None and name not in allowed:
             problems.append("%s.%s: unknown option; kubelet knows %s" % (field, name, ", ".join(allowed)))
         if not isinstance(value, str):
             problems.append("%s.%s: %r must be a string (kubelet reads option values as strings): write "
                             "\"%s\"" % (field, name, value, str(value).lower() if isinstance(value, bool) else value))
     return options
+
+
+def _feature_gates(problems, gates):
+    """Check featureGates against kubelet's own gates; returns {name: enabled} of those set."""
+    if gates is None:
+        return {}
+    if not isinstance(gates, dict):
+        problems.append("featureGates: expected a mapping of gate name to true or false, got %r" % (gates,))
+        return {}
+    result = {}
+    for name, value in sorted(gates.items()):
+        if name not in FEATURE_GATES:
+            problems.append("featureGates.%s: kubelet does not know this feature gate and stops on it ('unrecognized "
+                            "feature gate: %s')" % (name, name))
+            continue
+        if not isinstance(value, bool):
+            problems.append("featureGates.%s: %r must be true or false" % (name, value))
+            continue
+        default, locked = FEATURE_GATES[name]
+        if locked and value != default:
+            problems.append("featureGates.%s: the gate is locked to %s in this kubelet; remove it"
+                            % (name, str(default).lower()))
+            continue
+        result[name] = value
+    return result
 
 
 def _quantity(problems, where, value):
@@ -144,8 +188,14 @@ def _quantity(problems, where, value):
         return None
 
 
-def validate(config, numa_node_count=None, online_cpus=None):
-    """Check an effective KubeletConfiguration (after merging) for what kubelet refuses."""
+def validate(config, numa_node_count=None, online_cpus=None, machine=None):
+    """Check an effective KubeletConfiguration (after merging) for what kubelet refuses.
+
+    With ``machine`` (``numa_node_memory``, and optionally ``memory_capacity`` and the eviction
+    ``distribution``) a Static memory manager's reservedMemory is also checked against the
+    reservations of this very configuration, whatever set them: the role's variables, extra settings
+    or the node's own file.
+    """
     problems = []
     if not isinstance(config, dict):
         raise KubeletConfigError("the kubelet configuration must be a mapping, got %r" % (config,))
@@ -159,42 +209,65 @@ def validate(config, numa_node_count=None, online_cpus=None):
     _choice(problems, config, "topologyManagerPolicy", TOPOLOGY_POLICIES)
     _choice(problems, config, "topologyManagerScope", TOPOLOGY_SCOPES)
     cpu_options = _string_options(problems, config, "cpuManagerPolicyOptions", CPU_POLICY_OPTIONS)
-    topo_options = _string_options(problems, config, "topologyManagerPolicyOptions", TOPOLOGY_POLICY_OPTIONS)
+    # kubelet decodes the Topology Manager's options always (strings), but reads them only for a
+    # policy other than none
+    reads_options = config.get("topologyManagerPolicy") not in (None, "", "none")
+    topo_options = _string_options(problems, config, "topologyManagerPolicyOptions",
+                                   TOPOLOGY_POLICY_OPTIONS if reads_options else None)
+    if not reads_options:
+        topo_options = {}
 
+    gates = _feature_gates(problems, config.get("featureGates"))
     for name in ("prefer-closest-numa-nodes",):
-        if name in topo_options and topo_options[name] not in ("true", "false"):
+        if name in topo_options and topo_options[name] not in GO_BOOLS:
             problems.append("topologyManagerPolicyOptions.%s: %r must be \"true\" or \"false\"" % (name, topo_options[name]))
-    for name, value in cpu_options.items():
-        if isinstance(value, str) and value not in ("true", "false"):
+    chosen = set()
+    for name, value in sorted(cpu_options.items()):
+        if name not in CPU_POLICY_OPTIONS:
+            continue
+        gate = CPU_OPTION_GATES.get(name)
+        if gate and not gates.get(gate, FEATURE_GATES.get(gate, (False, False))[0]):
+            problems.append("cpuManagerPolicyOptions.%s needs the feature gate %s (kubelet: 'not enabled, but option "
+                            "\"%s\" provided'); set featureGates.%s: true or leave the option out"
+                            % (name, gate, name, gate))
+        if isinstance(value, str) and value not in GO_BOOLS:
             problems.append("cpuManagerPolicyOptions.%s: %r must be \"true\" or \"false\"" % (name, value))
+        elif GO_BOOLS.get(value):
+            chosen.add(name)
+    for first, second in CPU_OPTION_CONFLICTS:
+        if first in chosen and second in chosen:
+            problems.append("cpuManagerPolicyOptions: %s and %s cannot be used at the same time; kubelet refuses "
+                            "the pair" % (first, second))
+    if cpu_options and (config.get("cpuManagerPolicy") or DEFAULTS["cpuManagerPolicy"]) == "none":
+        problems.append("cpuManagerPolicyOptions are set but cpuManagerPolicy is none, which takes no options "
+                        "(kubelet: 'None policy: received unsupported options'); set cpuManagerPolicy static or "
+                        "remove the options")
 
     limit = DEFAULT_MAX_NUMA_NODES
     if "max-allowable-numa-nodes" in topo_options:
         raw = topo_options["max-allowable-numa-nodes"]
-        try:
-            limit = int(str(raw))
-        except ValueError:
-            limit = None
+        limit = int(raw) if isinstance(raw, str) and _GO_ATOI.match(raw) else None
         if limit is None or limit < DEFAULT_MAX_NUMA_NODES:
             problems.append("topologyManagerPolicyOptions.max-allowable-numa-nodes: %r must be a whole number "
                             ">= %d" % (raw, DEFAULT_MAX_NUMA_NODES))
             limit = DEFAULT_MAX_NUMA_NODES
-    topology_policy = config.get("topologyManagerPolicy", DEFAULTS["topologyManagerPolicy"])
+    topology_policy = config.get("topologyManagerPolicy") or DEFAULTS["topologyManagerPolicy"]
     if numa_node_count and topology_policy != "none" and numa_node_count > limit:
         problems.append("topologyManagerPolicy %s: this machine has %d NUMA nodes and kubelet refuses more than "
                         "%d unless topologyManagerPolicyOptions.max-allowable-numa-nodes is raised to at least %d"
                         % (topology_policy, numa_node_count, limit, numa_node_count))
-    if cpu_options.get("align-by-socket") == "true" and topology_policy == "single-numa-node":
+    if "align-by-socket" in chosen and topology_policy == "single-numa-node":
         problems.append("cpuManagerPolicyOptions.align-by-socket cannot be combined with topologyManagerPolicy "
                         "single-numa-node; kubelet refuses the pair")
 
     reserved_cpus = config.get("reservedSystemCPUs")
     if reserved_cpus not in (None, ""):
         try:
-            cpus = parse_cpu_list(str(reserved_cpus))
-        except ValueError:
+            cpus = parse_kubelet_cpuset(str(reserved_cpus))
+        except ValueError as exc:
             cpus = None
-            problems.append("reservedSystemCPUs: %r is not a CPU list such as 0-1,8" % (reserved_cpus,))
+            problems.append("reservedSystemCPUs: %r is not a CPU list such as 0-1,8 (%s; kubelet takes no spaces "
+                            "and no empty elements)" % (reserved_cpus, exc))
         if cpus is not None and online_cpus is not None:
             missing = sorted(set(cpus) - set(online_cpus))
             if missing:
@@ -216,7 +289,18 @@ def validate(config, numa_node_count=None, online_cpus=None):
             problems.append("cpuManagerPolicy static: kubelet fails with '[cpumanager] the static policy requires "
                             "systemreserved.cpu + kubereserved.cpu to be greater than zero'; set kubeReserved.cpu "
                             "or systemReserved.cpu, or reservedSystemCPUs")
-    if config.get("reservedMemory"):
+    if machine and machine.get("numa_node_memory") and config.get("memoryManagerPolicy") == "Static":
+        try:
+            reservation_plan(
+                numa_node_memory=machine["numa_node_memory"], memory_capacity=machine.get("memory_capacity"),
+                distribution=machine.get("distribution") or "kubeadm",
+                kube_reserved=config.get("kubeReserved"), system_reserved=config.get("systemReserved"),
+                eviction_hard=config.get("evictionHard"),
+                merge_default_eviction_settings=bool(config.get("mergeDefaultEvictionSettings")),
+                reserved_memory=config.get("reservedMemory") or [])
+        except ReservationError as exc:
+            problems.extend(exc.problems)
+    elif config.get("reservedMemory"):
         try:
             parse_reserved_memory(config["reservedMemory"])
         except ReservationError as exc:
@@ -282,12 +366,46 @@ def load_text(text, fmt):
     return yaml.safe_load(text) or {}
 
 
+# plain scalars kubelet's YAML reader (go-yaml) takes as booleans or null rather than strings
+_GO_YAML_WORDS = frozenset("""y Y yes Yes YES n N no No NO true True TRUE false False FALSE on On ON off Off OFF
+                              null Null NULL ~""".split())
+
+
+def go_yaml_retypes(text):
+    """True when go-yaml would read ``text``, written unquoted, as something other than a string.
+
+    PyYAML writes ``230e6``, ``1_000`` or ``0x10`` unquoted because YAML 1.1 as it reads it has no
+    such numbers, but go-yaml parses them as numbers: kubelet then stops with "cannot unmarshal
+    number into Go struct field ... of type string". Quoting too much is harmless, so every string
+    Python reads as a number (underscores dropped) is quoted too.
+    """
+    if text in _GO_YAML_WORDS or text == "":
+        return True
+    if text[:1] not in "+-.0123456789":
+        return False
+    plain = text.replace("_", "")
+    for parse in (lambda t: int(t, 0), float):
+        try:
+            parse(plain)
+            return True
+        except ValueError:
+            pass
+    return False
+
+
 def dump_text(data, fmt):
     if fmt == "json":
         return json.dumps(data, indent=2) + "\n"
     import yaml
 
-    return yaml.safe_dump(data, default_flow_style=False, sort_keys=False)
+    class _Dumper(yaml.SafeDumper):  # pylint: disable=too-many-ancestors
+        """SafeDumper that quotes the strings go-yaml would take for numbers or booleans."""
+
+    def _string(dumper, value):
+        return dumper.represent_scalar("tag:yaml.org,2002:str", value, style="'" if go_yaml_retypes(value) else None)
+
+    _Dumper.add_representer(str, _string)
+    return yaml.dump(data, Dumper=_Dumper, default_flow_style=False, sort_keys=False)
 
 
 def detect_format(path, text):
@@ -299,7 +417,7 @@ def detect_format(path, text):
 
 
 def plan_change(path, current_text, settings, mode="merge", fmt="auto", base_text=None, base_path=None,
-                numa_node_count=None, online_cpus=None, bases=None, check=True):
+                numa_node_count=None, online_cpus=None, bases=None, check=True, machine=None):
     """Work out a kubelet configuration change without touching anything.
 
     ``mode=merge`` merges ``settings`` into the file at ``path`` (``current_text``, None when it
@@ -346,7 +464,7 @@ def plan_change(path, current_text, settings, mode="merge", fmt="auto", base_tex
         new_document = dropin_document(settings)
         after = merge_patch(base, new_document)
     if check:
-        validate(after, numa_node_count=numa_node_count, online_cpus=online_cpus)
+        validate(after, numa_node_count=numa_node_count, online_cpus=online_cpus, machine=machine)
     changed = current_text is None or new_document != current
     new_text = dump_text(new_document, file_format) if changed else current_text
     effective_changed = {k: v for k, v in before.items() if k not in ("apiVersion", "kind")} != \

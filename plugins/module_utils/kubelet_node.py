@@ -17,7 +17,7 @@ import os
 import re
 
 from ansible_collections.numa.kube.plugins.module_utils.errors import ProblemsError
-from ansible_collections.numa.kube.plugins.module_utils.kubelet_args import flag_name
+from ansible_collections.numa.kube.plugins.module_utils.kubelet_fields import FLAGS
 from ansible_collections.numa.kube.plugins.module_utils.kubelet_config import detect_format, load_text, merge_patch
 
 DROPIN_NAME = "50-numa-kube.conf"
@@ -33,6 +33,8 @@ LAYOUTS = {
         "config_dir": None,
         "eviction": "kubeadm",
         "flag_files": ["/var/lib/kubelet/kubeadm-flags.env", "/etc/default/kubelet", "/etc/sysconfig/kubelet"],
+        # where users add kubelet flags and kubeadm never writes (KUBELET_EXTRA_ARGS): Debian's, RHEL's
+        "extra_args_files": ["/etc/default/kubelet", "/etc/sysconfig/kubelet"],
     },
     "eks-al2": {
         "services": ["kubelet"],
@@ -112,12 +114,47 @@ def detect_distribution(exists):
 
 
 def config_dir_from_flags(texts):
-    """The --config-dir kubelet is started with, from flag files (env files, systemd drop-ins)."""
+    """The --config-dir kubelet is started with, from flag files (env files, systemd drop-ins) in the
+    order their flags reach kubelet's command line: the last one wins, as on the command line."""
+    found = None
     for text in texts:
-        match = _CONFIG_DIR_FLAG.search(text or "")
-        if match:
-            return match.group(1)
-    return None
+        for match in _CONFIG_DIR_FLAG.finditer(text or ""):
+            found = match.group(1)
+    return found
+
+
+# kubelet reads --config-dir drop-ins without a feature gate from 1.30 on (beta, on by default)
+CONFIG_DIR_SINCE = (1, 30)
+_EXTRA_ARGS = re.compile(r"""^(\s*KUBELET_EXTRA_ARGS\s*=\s*)(?:"([^"]*)"|'([^']*)'|(\S*))\s*$""")
+
+
+def parse_kubelet_version(text):
+    """``Kubernetes v1.36.3`` (kubelet --version) -> (1, 36, 3), or None."""
+    match = re.search(r"\bv?(\d+)\.(\d+)\.(\d+)", text or "")
+    return tuple(int(part) for part in match.groups()) if match else None
+
+
+def with_config_dir(text, config_dir):
+    """An environment file (``/etc/default/kubelet``) whose KUBELET_EXTRA_ARGS also carries
+    ``--config-dir``; every other line and argument kept."""
+    lines = (text or "").splitlines()
+    flag = "--config-dir=" + config_dir
+    for index, line in enumerate(lines):
+        if not re.match(r"^\s*KUBELET_EXTRA_ARGS\s*=", line):
+            continue
+        match = _EXTRA_ARGS.match(line)
+        if not match:
+            # a second assignment would silently replace the user's flags: let them add it
+            raise KubeletNodeError(
+                "cannot add %s to line %d of the kubelet flags file (%r): numa.kube only edits a "
+                "KUBELET_EXTRA_ARGS value that is quoted or a single word. Add %s to it yourself, or set "
+                "kubelet_kubeadm_config_dir to \"\" to merge into config.yaml instead" % (flag, index + 1, line, flag))
+        value = next((group for group in match.groups()[1:] if group is not None), "")
+        lines[index] = '%s"%s"' % (match.group(1), (value + " " + flag).strip())
+        break
+    else:
+        lines.append('KUBELET_EXTRA_ARGS="%s"' % flag)
+    return "\n".join(lines) + "\n"
 
 
 def launcher_kubelet_args(documents):
@@ -145,7 +182,9 @@ def flag_conflicts(kubelet_args, settings):
     kubelet lets command-line flags win over its configuration files, so such a flag silently
     undoes the change.
     """
-    ours = dict((flag_name(field), field) for field in settings)
+    # A field with no flag cannot be overridden by one, and an unknown field is the configuration
+    # check's to report (with a suggestion), so neither is looked up here.
+    ours = dict((FLAGS[field], field) for field in settings if FLAGS.get(field))
     found = []
     for arg in kubelet_args:
         name = arg.lstrip("-").split("=", 1)[0]
@@ -210,7 +249,11 @@ def plan_layout(distribution, exists, read_text, listdir, overrides=None):
 
     Returns a dict: ``mode`` (merge or dropin), ``path`` (the file numa.kube writes), ``base_paths``
     (files kubelet merges before it, for a drop-in), ``config_dir``, ``services`` and ``eviction``.
-    ``overrides`` may set ``config_path`` and ``config_dir``.
+    ``overrides`` may set ``config_path`` and ``config_dir``; and ``durable_dir`` with
+    ``kubelet_version``: on a kubeadm node whose kubelet (1.30 or newer) has no --config-dir yet,
+    the settings go into a drop-in there, which ``kubeadm upgrade`` leaves alone (it renders
+    config.yaml again from the kubelet-config ConfigMap), and ``flag_file``/``flag_file_text`` say
+    how KUBELET_EXTRA_ARGS gains --config-dir.
     """
     if distribution not in LAYOUTS:
         raise KubeletNodeError("distribution %r is not one of %s" % (distribution, ", ".join(sorted(LAYOUTS))))
@@ -227,7 +270,18 @@ def plan_layout(distribution, exists, read_text, listdir, overrides=None):
         "config_dir": config_dir,
         "base_paths": [],
         "later_paths": [],
+        "flag_file": None,
+        "flag_file_text": None,
     }
+    durable = overrides.get("durable_dir")
+    version = overrides.get("kubelet_version")
+    if not config_dir and durable and layout.get("extra_args_files") and version and version[:2] >= CONFIG_DIR_SINCE:
+        files = layout["extra_args_files"]
+        flag_file = next((path for path in files if exists(path)),
+                         files[0] if exists("/etc/debian_version") else files[-1])
+        config_dir = result["config_dir"] = durable
+        result["flag_file"] = flag_file
+        result["flag_file_text"] = with_config_dir(read_text(flag_file), durable)
     if config_dir:
         result["mode"] = "dropin"
         result["path"] = os.path.join(config_dir, DROPIN_NAME)
@@ -410,6 +464,8 @@ def read_node(files, distribution="auto", overrides=None, settings=None, service
         "path": layout["path"],
         "base_paths": layout["base_paths"],
         "config_dir": layout["config_dir"],
+        "flag_file": layout["flag_file"],
+        "flag_file_text": layout["flag_file_text"],
         "config": effective,
         "max_pods": int(max_pods) if max_pods is not None else None,
         "state_dir": STATE_DIR,

@@ -10,8 +10,10 @@ modules print kubelet's own error texts, so the printing rules are kept here too
 
 Parsing follows apimachinery's ``resource.ParseQuantity``: an optional sign, digits with at most
 one decimal point, then one suffix (binary ``Ki``..``Ei``, decimal ``n u m k M G T P E``, or an
-exponent ``e3``/``E-2``). Values are rounded away from zero to nano precision and capped at
-2^63 - 1, as apimachinery does.
+exponent ``e3``/``E-2``). Values are rounded away from zero to nano precision, and binary
+(``Ki``..``Ei``) ones capped at 2^63 - 1 in magnitude, as apimachinery does; decimal values are not
+capped. A number without digits (``.``, ``-``, ``Mi``) is zero to apimachinery, and so here. The
+differential tests (tests/differential) hold these rules against apimachinery's own code.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -31,8 +33,14 @@ DECIMAL_SUFFIXES = {"n": -9, "u": -6, "m": -3, "": 0, "k": 3, "M": 6, "G": 9, "T
 _DECIMAL_BY_EXPONENT = dict((v, k) for k, v in DECIMAL_SUFFIXES.items())
 _BINARY_BY_EXPONENT = dict((v, k) for k, v in BINARY_SUFFIXES.items())
 
-_NUMBER = re.compile(r"^([+-]?)([0-9]*)(?:\.([0-9]*))?(.*)$")
-_EXPONENT = re.compile(r"^[eE]([+-]?[0-9]+)$")
+# \Z, not $: "1Gi\n" is not a quantity (apimachinery reads to the end of the string)
+_NUMBER = re.compile(r"^([+-]?)([0-9]*)(?:\.([0-9]*))?(.*)\Z", re.S)
+_EXPONENT = re.compile(r"^[eE]([+-]?[0-9]+)\Z")
+# apimachinery takes 1e99999 or a thousand digits exactly (and never finishes on 1e2147483647).
+# Nothing real comes near such sizes: past these limits numa.kube refuses the text instead of
+# spending seconds on big-number arithmetic (tiny powers of ten still round to a nano at once).
+_EXPONENT_LIMIT = 4000
+_TEXT_LIMIT = 1000
 _MAX = Fraction(2 ** 63 - 1)
 _NANO = Fraction(1, 10 ** 9)
 
@@ -51,6 +59,13 @@ def _round_away_to_nano(value):
     return Fraction(whole) * _NANO
 
 
+def _no_digits(text, digits, fast):
+    """apimachinery reads a number without digits (``Mi``, ``+.``, ``e3``) as zero when the suffix
+    lets it take its integer fast path, and fails on it otherwise (``Pi``, ``Ei``, ``e-12``)."""
+    if not digits and not fast:
+        raise QuantityError("%r is not a quantity: no digits before the suffix" % (text,))
+
+
 def _remove_factors(value, base):
     """Split an integer into (m, n) with value == m * base**n and m not divisible by base."""
     times = 0
@@ -62,14 +77,33 @@ def _remove_factors(value, base):
     return value, times
 
 
+def _stored_as_int64(text, whole, frac, fmt, exponent):
+    """Whether apimachinery keeps the parsed text as a whole int64 (its integer fast path, scale not
+    below zero), so that ``AsInt64`` succeeds. Anything else is held as a decimal whose
+    ``AsInt64`` fails, even for a whole number: ``1.5Gi``, ``1073741824000m``, ``1.0``."""
+    if text == "0":
+        return True
+    num = whole.lstrip("0") or "0"
+    if fmt == BINARY_SI:
+        if frac or 15 - len(num) - (exponent * 3) // 10 - 1 < 0:
+            return False
+        return int(num) << exponent <= _MAX
+    if 18 - len(num) - len(frac) < 0:
+        return False
+    scale = exponent - len(frac)
+    return scale == 0 or (scale > 0 and int(num + frac) * 10 ** scale <= _MAX)
+
+
 class Quantity(object):
     """An exact quantity and the format kubelet would print it in."""
 
-    __slots__ = ("value", "format")
+    __slots__ = ("value", "format", "int64")
 
-    def __init__(self, value=0, fmt=DECIMAL_SI):
+    def __init__(self, value=0, fmt=DECIMAL_SI, int64=None):
         self.value = Fraction(value)
         self.format = fmt
+        # parsed text only: whether kubelet's AsInt64 takes it (see _stored_as_int64)
+        self.int64 = int64
 
     @classmethod
     def parse(cls, text):
@@ -84,20 +118,26 @@ class Quantity(object):
             text = repr(text)
         if not isinstance(text, str):
             raise QuantityError("%r is a %s, not a quantity" % (text, type(text).__name__))
+        if len(text) > _TEXT_LIMIT:
+            raise QuantityError("%r... is not a usable quantity: longer than %d characters"
+                                % (text[:20], _TEXT_LIMIT))
         match = _NUMBER.match(text)
         if not text or not match:
             raise QuantityError("%r is not a quantity" % (text,))
         sign, whole, frac, suffix = match.groups()
         frac = frac or ""
-        if not whole and not frac:
-            raise QuantityError("%r is not a quantity: no digits" % (text,))
         number = Fraction(int(whole or "0")) + (Fraction(int(frac), 10 ** len(frac)) if frac else 0)
+        power = 0
         if suffix in BINARY_SUFFIXES:
             fmt = BINARY_SI
+            power = BINARY_SUFFIXES[suffix]
             number *= 2 ** BINARY_SUFFIXES[suffix]
+            _no_digits(text, whole + frac, fast=int(BINARY_SUFFIXES[suffix] * 3 / 10) <= 13)
         elif suffix in DECIMAL_SUFFIXES:
             fmt = DECIMAL_SI
+            power = DECIMAL_SUFFIXES[suffix]
             number *= Fraction(10) ** DECIMAL_SUFFIXES[suffix]
+            _no_digits(text, whole + frac, fast=DECIMAL_SUFFIXES[suffix] >= -9)
         else:
             exp = _EXPONENT.match(suffix)
             if not exp:
@@ -105,13 +145,25 @@ class Quantity(object):
                     "%r is not a quantity: unknown suffix %r (use Ki, Mi, Gi, Ti, Pi, Ei, "
                     "n, u, m, k, M, G, T, P, E or an exponent such as e6)" % (text, suffix))
             fmt = DECIMAL_EXPONENT
-            number *= Fraction(10) ** int(exp.group(1))
-        if sign == "-":
-            number = -number
+            digits = exp.group(1).lstrip("+-").lstrip("0")
+            power = int(exp.group(1)) if len(digits) <= 7 else (
+                -_EXPONENT_LIMIT - 1 if exp.group(1).startswith("-") else _EXPONENT_LIMIT + 1)
+            _no_digits(text, whole + frac, fast=power >= -9)
+            if not number:
+                pass
+            elif power > _EXPONENT_LIMIT:
+                raise QuantityError("%r is not a usable quantity: numa.kube refuses powers of ten beyond %d"
+                                    % (text, _EXPONENT_LIMIT))
+            elif power < -_EXPONENT_LIMIT:
+                number = _NANO / 2           # far below a nano: rounded away from zero to one nano below
+            else:
+                number *= Fraction(10) ** power
+        # rounded up to a nano, a binary one capped at 2^63 - 1 in magnitude, then signed
+        # (apimachinery's order)
         number = _round_away_to_nano(number)
-        if number > _MAX:
-            number = _MAX
-        return cls(number, fmt)
+        if fmt == BINARY_SI:
+            number = min(number, _MAX)
+        return cls(-number if sign == "-" else number, fmt, int64=_stored_as_int64(text, whole, frac, fmt, power))
 
     # arithmetic -----------------------------------------------------------------------------
     def add(self, other):
@@ -154,6 +206,12 @@ class Quantity(object):
     def as_int(self):
         """The whole value, or None where kubelet's AsInt64 would fail (a fraction)."""
         if self.value.denominator != 1:
+            return None
+        return int(self.value)
+
+    def kubelet_int64(self):
+        """The value as kubelet's ``AsInt64`` returns it for this parsed text, or None where it fails."""
+        if self.int64 is False or self.value.denominator != 1:
             return None
         return int(self.value)
 

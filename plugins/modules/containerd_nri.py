@@ -20,14 +20,38 @@ description:
   - Knows the defaults - NRI is off in containerd 1.7 (config version 2) and on in containerd 2.x
     (config version 3) - so a file already in the wanted state is left alone.
   - Refuses containerd older than 1.7, which has no NRI, and config version 1 files.
-  - Does not restart containerd; C(restart_required) tells the caller to.
+  - On RKE2 and k3s, which write containerd's C(config.toml) themselves at every start, the change
+    goes into their containerd template instead - C(config.toml.tmpl), or C(config-v3.toml.tmpl)
+    with containerd 2.x - as C({{ template "base" . }}) followed by the NRI table, so that the
+    distribution's own configuration stays in force. A template of the user's that includes C(base)
+    gets its NRI table edited; a whole template of the user's, a release without C(base) (before
+    the September 2023 releases v1.24.17, v1.25.13, v1.26.8, v1.27.5, v1.28.1), or a
+    C(config.toml.tmpl) that a new C(config-v3.toml.tmpl) would displace are refused with the fix.
+  - Does not restart containerd; C(restart_required) tells the caller to, and C(service) names the
+    unit to restart.
 author:
   - numa.kube contributors (@numa-kube)
 options:
   path:
-    description: containerd's configuration file.
+    description: containerd's configuration file (with O(distribution=containerd)).
     type: path
     default: /etc/containerd/config.toml
+  distribution:
+    description:
+      - Who writes containerd's configuration. C(containerd) - the file at O(path). C(rke2) and C(k3s) -
+        the distribution, from its template in C(<data_dir>/agent/etc/containerd). C(auto) - RKE2 or k3s
+        where their folders under C(/etc/rancher) or C(/var/lib/rancher) exist, else C(containerd).
+    type: str
+    choices: [auto, containerd, rke2, k3s]
+    default: auto
+  data_dir:
+    description: The RKE2 or k3s data folder; by default C(/var/lib/rancher/rke2) or C(/var/lib/rancher/k3s).
+    type: path
+  distribution_version:
+    description:
+      - The RKE2 or k3s version (C(v1.30.4+rke2r1), or the output of C(rke2 --version)); when omitted, the
+        module runs C(rke2 --version) or C(k3s --version).
+    type: str
   enabled:
     description: Whether NRI should be on.
     type: bool
@@ -41,7 +65,8 @@ options:
   containerd_version:
     description:
       - containerd's version (C(1.7.24), or the whole output of C(containerd --version)). When
-        omitted, the module runs C(containerd --version).
+        omitted, the module runs C(containerd --version) (on RKE2 and k3s, the containerd they ship,
+        in C(<data_dir>/bin) or C(<data_dir>/data/current/bin)).
     type: str
   backup:
     description: Keep a timestamped copy of the previous file next to it.
@@ -73,6 +98,11 @@ EXAMPLES = r"""
   register: nri
   notify: Restart containerd
 
+- name: Enable NRI on an RKE2 node, through the containerd template RKE2 renders
+  numa.kube.containerd_nri:
+    distribution: rke2
+  register: nri   # nri.path is the template written, nri.service the unit to restart
+
 - name: Disable NRI on a host whose containerd version is known
   numa.kube.containerd_nri:
     enabled: false
@@ -85,6 +115,26 @@ containerd_version:
   returned: success
   type: str
   sample: 1.7.24
+path:
+  description: The file the change goes into (O(path), or the RKE2/k3s template).
+  returned: success
+  type: str
+  sample: /var/lib/rancher/rke2/agent/etc/containerd/config.toml.tmpl
+distribution:
+  description: Who writes containerd's configuration (C(containerd), C(rke2) or C(k3s)).
+  returned: success
+  type: str
+  sample: rke2
+rendered_path:
+  description: The configuration containerd reads, which RKE2 and k3s render from the template at start.
+  returned: success
+  type: str
+  sample: /var/lib/rancher/rke2/agent/etc/containerd/config.toml
+service:
+  description: The unit whose restart applies the change (C(containerd), or the RKE2/k3s service that runs).
+  returned: success
+  type: str
+  sample: rke2-agent
 config_version:
   description: The file's config version (2 or 3), or null for a new file.
   returned: success
@@ -116,22 +166,67 @@ problems:
   elements: str
 """
 
+import os
+
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.numa.kube.plugins.module_utils import file_update
 from ansible_collections.numa.kube.plugins.module_utils.containerd_config import (
+    TEMPLATE_V2,
+    TEMPLATE_V3,
     ContainerdConfigError,
     check_toml,
     config_version,
     parse_containerd_version,
+    parse_distribution_version,
     plan_nri,
+    plan_template,
 )
+from ansible_collections.numa.kube.plugins.module_utils.kubelet_node import detect_distribution
+
+# the units that run each distribution's containerd, server flavour first
+SERVICES = {"rke2": ["rke2-server", "rke2-agent"], "k3s": ["k3s", "k3s-agent"]}
+
+
+def run_version(module, candidates):
+    """The output of ``<first existing candidate> --version``."""
+    for binary in candidates:
+        path = binary if os.path.isabs(binary) else module.get_bin_path(binary, opt_dirs=["/usr/local/bin"])
+        if path and os.path.exists(path):
+            rc, out, err = module.run_command([path, "--version"])
+            if rc != 0:
+                module.fail_json(msg="%s --version failed: %s" % (path, err or out))
+            return out
+    module.fail_json(msg="none of %s was found; give the version as an option" % ", ".join(candidates))
+
+
+def detect(module):
+    """The distribution asked for; with auto, RKE2 or k3s where kubelet_facts would find them, else
+    containerd on its own (kubeadm and EKS nodes)."""
+    distribution = module.params["distribution"]
+    if distribution == "auto":
+        found = detect_distribution(os.path.exists)
+        distribution = found if found in SERVICES else "containerd"
+    return distribution
+
+
+def running_service(module, distribution):
+    if distribution == "containerd":
+        return "containerd"
+    systemctl = module.get_bin_path("systemctl")
+    for unit in SERVICES[distribution]:
+        if systemctl and module.run_command([systemctl, "is-active", "--quiet", unit])[0] == 0:
+            return unit
+    return SERVICES[distribution][-1]
 
 
 def main():
     module = AnsibleModule(
         argument_spec=dict(
             path=dict(type="path", default="/etc/containerd/config.toml"),
+            distribution=dict(type="str", default="auto", choices=["auto", "containerd", "rke2", "k3s"]),
+            data_dir=dict(type="path"),
+            distribution_version=dict(type="str"),
             enabled=dict(type="bool", default=True),
             settings=dict(type="dict", default={}),
             containerd_version=dict(type="str"),
@@ -141,27 +236,49 @@ def main():
         supports_check_mode=True,
     )
     params = module.params
-    path = params["path"]
+    distribution = detect(module)
+    data_dir = params["data_dir"] or "/var/lib/rancher/%s" % distribution
+    folder = os.path.join(data_dir, "agent", "etc", "containerd")
     version_text = params["containerd_version"]
     if not version_text:
-        binary = module.get_bin_path("containerd", required=True)
-        rc, out, err = module.run_command([binary, "--version"])
-        if rc != 0:
-            module.fail_json(msg="containerd --version failed: %s" % (err or out))
-        version_text = out
-    current = file_update.read_text(path)
+        candidates = ["containerd"]
+        if distribution != "containerd":
+            candidates = [os.path.join(data_dir, "bin", "containerd"),
+                          os.path.join(data_dir, "data", "current", "bin", "containerd")]
+        version_text = run_version(module, candidates)
     try:
         version = parse_containerd_version(version_text)
-        new_text, effective = plan_nri(current, version, params["enabled"], params["settings"])
+        if distribution == "containerd":
+            path = rendered_path = params["path"]
+            current = file_update.read_text(path)
+            new_text, effective = plan_nri(current, version, params["enabled"], params["settings"])
+            file_version = config_version(current)
+        else:
+            rendered_path = os.path.join(folder, "config.toml")
+            rendered = file_update.read_text(rendered_path)
+            templates = dict((name, file_update.read_text(os.path.join(folder, name)))
+                             for name in (TEMPLATE_V2, TEMPLATE_V3))
+            release = parse_distribution_version(params["distribution_version"] or run_version(
+                module, [distribution, "/var/lib/rancher/%s/bin/%s" % (distribution, distribution)]))
+            name, new_text, effective = plan_template(distribution, release, version, rendered, templates,
+                                                      params["enabled"], params["settings"])
+            path = os.path.join(folder, name)
+            current = templates[name]
+            new_text = current if new_text is None else new_text
+            file_version = config_version(rendered)
         changed = new_text != (current or "")
-        if changed:
+        if changed and distribution == "containerd":
             check_toml(new_text, params["enabled"])
     except ContainerdConfigError as exc:
         module.fail_json(msg=" | ".join(exc.problems), problems=exc.problems)
     result = dict(
         changed=changed,
+        path=path,
+        distribution=distribution,
+        rendered_path=rendered_path,
+        service=running_service(module, distribution),
         containerd_version=".".join(str(p) for p in version),
-        config_version=config_version(current),
+        config_version=file_version,
         nri=effective,
         socket_path=effective["socket_path"],
         restart_required=changed,

@@ -86,8 +86,20 @@ options:
     description:
       - Online CPUs of the machine as a list string (C(0-15)), to check C(reservedSystemCPUs).
     type: str
+  eviction_distribution:
+    description:
+      - Whose default hard eviction thresholds apply when the configuration sets none
+        (C(kubelet_node.eviction_distribution) from M(numa.kube.kubelet_facts)).
+      - With O(numa_node_memory), a C(Static) memory manager's C(reservedMemory) in the resulting
+        configuration is checked as M(numa.kube.reserved_memory) checks it, against the
+        C(kubeReserved), C(systemReserved) and C(evictionHard) of that same configuration, however
+        they got there (settings, extra settings, the node's own file).
+    type: str
+    default: kubeadm
+    choices: [kubeadm, rke2, k3s, eks]
 extends_documentation_fragment:
   - ansible.builtin.files
+  - numa.kube.node_memory
 attributes:
   check_mode:
     support: full
@@ -203,6 +215,9 @@ def main():
             backup=dict(type="bool", default=False),
             numa_node_count=dict(type="int"),
             online_cpus=dict(type="str"),
+            numa_node_memory=dict(type="dict"),
+            memory_capacity=dict(type="raw"),
+            eviction_distribution=dict(type="str", default="kubeadm", choices=["kubeadm", "rke2", "k3s", "eks"]),
         ),
         add_file_common_args=True,
         supports_check_mode=True,
@@ -224,7 +239,10 @@ def main():
         online = parse_cpu_list(params["online_cpus"]) if params["online_cpus"] else None
         plan = plan_change(path, current, params["settings"], mode, params["format"],
                            numa_node_count=params["numa_node_count"], online_cpus=online, bases=bases,
-                           check=params["validate"])
+                           check=params["validate"],
+                           machine=dict(numa_node_memory=params["numa_node_memory"],
+                                        memory_capacity=params["memory_capacity"],
+                                        distribution=params["eviction_distribution"]))
     except KubeletConfigError as exc:
         module.fail_json(msg="kubelet would refuse this configuration: " + " | ".join(exc.problems),
                          problems=exc.problems)
@@ -241,8 +259,9 @@ def main():
     )
     if module._diff:
         result["diff"] = file_update.diff(path, current, plan["text"])
+    # a drop-in may be the first file of its folder (kubelet's --config-dir on a kubeadm node)
     result["changed"] = file_update.apply(module, path, current, plan["text"], plan["changed"], result,
-                                          backup=params["backup"])
+                                          backup=params["backup"], make_dirs=params["dropin"])
     module.exit_json(**result)
 
 

@@ -51,6 +51,20 @@ options:
         drop-ins that would override them.
     type: dict
     default: {}
+  durable_config_dir:
+    description:
+      - On kubeadm nodes whose kubelet runs without C(--config-dir), a folder to start kubelet with
+        as C(--config-dir) (added to C(KUBELET_EXTRA_ARGS) in C(/etc/default/kubelet) or
+        C(/etc/sysconfig/kubelet), which kubeadm never writes), so that the settings go into a
+        drop-in there that C(kubeadm upgrade) leaves alone; C(kubeadm upgrade node) renders
+        C(config.yaml) again from the C(kubelet-config) ConfigMap. Only for kubelet 1.30 or newer, which
+        reads drop-ins without a feature gate; older kubelets keep the merge into C(config.yaml).
+    type: path
+  kubelet_version:
+    description:
+      - kubelet's version (C(v1.36.3), or the output of C(kubelet --version)); read from the
+        kubelet binary when O(durable_config_dir) is set and this is omitted.
+    type: str
   root:
     description:
       - Root folder to read below (for recorded trees in tests); services are not queried unless
@@ -138,6 +152,16 @@ ansible_facts:
           description: The drop-in folder, or null.
           type: str
           sample: null
+        flag_file:
+          description:
+            - The environment file whose C(KUBELET_EXTRA_ARGS) must gain C(--config-dir) (see
+              O(durable_config_dir)), or null when kubelet already runs with the folder.
+          type: str
+          sample: /etc/default/kubelet
+        flag_file_text:
+          description: What that file must hold, or null.
+          type: str
+          sample: KUBELET_EXTRA_ARGS="--config-dir=/etc/kubernetes/kubelet.conf.d"
         config:
           description: The effective configuration in force now (every file merged in kubelet's order).
           type: dict
@@ -184,6 +208,7 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.numa.kube.plugins.module_utils.kubelet_node import (
     KubeletNodeError,
     NodeFiles,
+    parse_kubelet_version,
     read_node,
     running_process,
 )
@@ -197,6 +222,8 @@ def main():
             config_path=dict(type="path"),
             config_dir=dict(type="path"),
             settings=dict(type="dict", default={}),
+            durable_config_dir=dict(type="path"),
+            kubelet_version=dict(type="str"),
             root=dict(type="path", default="/"),
         ),
         supports_check_mode=True,
@@ -211,11 +238,18 @@ def main():
             states[name] = values.get("ActiveState", "") if rc == 0 and values.get("LoadState") == "loaded" else ""
         return states
 
+    running = running_process("kubelet", os.path.join(params["root"], "proc"))
+    version_text = params["kubelet_version"]
+    if not version_text and params["durable_config_dir"] and params["root"] == "/":
+        binary = running[1][0] if running and os.path.isabs(running[1][0]) else module.get_bin_path("kubelet")
+        if binary:
+            version_text = module.run_command([binary, "--version"])[1]
     try:
         node = read_node(NodeFiles(params["root"]), params["distribution"],
-                         {"config_path": params["config_path"], "config_dir": params["config_dir"]},
-                         params["settings"], service_states if params["root"] == "/" else None,
-                         running_process("kubelet", os.path.join(params["root"], "proc")))
+                         {"config_path": params["config_path"], "config_dir": params["config_dir"],
+                          "durable_dir": params["durable_config_dir"],
+                          "kubelet_version": parse_kubelet_version(version_text)},
+                         params["settings"], service_states if params["root"] == "/" else None, running)
     except KubeletNodeError as exc:
         module.fail_json(msg=" | ".join(exc.problems), problems=exc.problems)
     module.exit_json(changed=False, ansible_facts={"kubelet_node": node})

@@ -23,26 +23,20 @@ description:
   - A layout kubelet would refuse fails the task with kubelet's own error text, the sum found, the
     sum required and where each part of it comes from, and how to fix it. The module never changes
     the node.
+  - Settings that reserve no memory at all are refused too, because the C(Static) policy does not
+    start without a reservation (C([memorymanager] you should specify the system reserved memory)).
+  - The verdicts, totals and error texts are tested against kubelet's own code (the differential
+    tests in C(tests/differential)).
 author:
   - numa.kube contributors (@numa-kube)
+extends_documentation_fragment:
+  - numa.kube.node_memory
 options:
   numa_nodes:
     description:
       - Ids of the NUMA nodes present on the node. Required unless O(numa_node_memory) is given.
     type: list
     elements: int
-  numa_node_memory:
-    description:
-      - NUMA node id to that node's memory (bytes or a quantity), e.g. C(numa_topology.numa_node_memory)
-        from M(numa.kube.topology_facts).
-      - Used to spread the reservation in proportion to node memory, to refuse a node reserving
-        more than it has, and to resolve a percentage C(memory.available).
-    type: dict
-  memory_capacity:
-    description:
-      - The node's memory capacity as kubelet sees it (MemTotal), for a percentage
-        C(memory.available). Defaults to the sum of O(numa_node_memory).
-    type: raw
   kube_reserved:
     description:
       - kubeReserved, resource name to quantity (C(cpu), C(memory), C(ephemeral-storage), C(pid)).

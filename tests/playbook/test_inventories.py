@@ -60,10 +60,16 @@ def test_rke2_agent_options_carry_a_reservation_kubelet_accepts(tmp_path):
     assert "kubelet-arg=cpu-manager-policy=static" in done.stdout
     assert "kubelet-arg=reserved-memory=0:memory=512Mi;1:memory=512Mi" in done.stdout
     assert "node-label=numa.kube/aligned=true" in done.stdout
-    # The same reservation through numa.kube.reserved_memory, with RKE2's eviction defaults.
-    args = {"distribution": "rke2", "numa_nodes": [0, 1], "kube_reserved": {"cpu": "1", "memory": "1Gi"},
-            "reserved_memory": [{"numaNode": 0, "limits": {"memory": "512Mi"}},
-                                {"numaNode": 1, "limits": {"memory": "512Mi"}}]}
+    # What the rendered flags say, read back from them (not typed again here), checked by
+    # numa.kube.reserved_memory against RKE2's eviction defaults and the kube-reserved flag.
+    flags = dict(arg[len("kubelet-arg="):].split("=", 1) for arg in json.loads(
+        done.stdout[done.stdout.index("{"):])["rke2_agent_options"] if arg.startswith("kubelet-arg="))
+    reserved = [{"numaNode": int(node), "limits": dict(limit.split("=", 1) for limit in limits.split(","))}
+                for node, limits in (entry.split(":", 1) for entry in flags["reserved-memory"].split(";"))]
+    kube_reserved = dict(item.split("=", 1) for item in flags["kube-reserved"].split(","))
+    assert sorted(entry["numaNode"] for entry in reserved) == [0, 1]
+    args = {"distribution": "rke2", "numa_nodes": [0, 1], "kube_reserved": kube_reserved,
+            "reserved_memory": reserved}
     checked = subprocess.run([os.path.join(BIN, "ansible"), "localhost", "-c", "local", "-m",
                               "numa.kube.reserved_memory", "-a", json.dumps(args)], env=env(tmp_path),
                              capture_output=True, text=True, timeout=120, check=False)

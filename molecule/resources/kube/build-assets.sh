@@ -1,9 +1,15 @@
 #!/usr/bin/env bash
-# Everything the kubelet scenario runs besides the guest image, built once and cached outside the
-# repository keyed by the recipe: kubelet and kube-apiserver (build-kube.sh), etcd from Debian's
-# etcd-server package, the pause image compiled from kubernetes' own build/pause/linux/pause.c, and
-# a workload image holding Debian's busybox-static. Container images cannot be pulled here, so both
-# are written as OCI archives for `ctr images import`. Prints the assets folder on stdout.
+# Everything the cluster scenario runs besides the guest image, built once and cached outside the
+# repository keyed by the recipe: the Kubernetes binaries (build-kube.sh), etcd from Debian's
+# etcd-server package, and the container images: pause compiled from kubernetes' own
+# build/pause/linux/pause.c, a workload image holding Debian's busybox-static, kube-proxy with
+# Debian's nftables, and the collection's node agent (agent/Containerfile's recipe: the packages of
+# agent/packages.txt, stubs generated from the pinned k8s.io/kubelet module by the generator of
+# agent/stub-generator.txt, the agent's code and module_utils). Container images cannot be pulled
+# here, so images are Debian packages unpacked with what they depend on, written as OCI archives
+# for `ctr images import`. What the guests need is also packed into a
+# read-only ext4 disk, guest.img (label numa-assets), that every guest gets attached at boot: reading
+# it is far quicker than copying through SSH into an emulated guest. Prints the assets folder on stdout.
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -12,10 +18,22 @@ mirror=${NUMA_KUBE_DEBIAN_MIRROR:-http://deb.debian.org/debian}
 suite=trixie
 debs=(etcd-server=3.5.16-4 busybox-static=1:1.37.0-6+b9)
 pause_tag=3.10.2
+# the Prometheus that prometheus-operator runs in the cluster (operator and reloader: build-stacks.sh)
+prometheus_deb=prometheus=2.53.3+ds1-2
+prometheus_image=numa.kube/prometheus:v2.53.3
+# the tag of the Volcano images (build-volcano.sh builds that release)
+volcano_tag=v1.14.1
 log() { echo "build-assets: $*" >&2; }
 
 kube=$(bash "$here/build-kube.sh")
-key=$( (cat "$0" "$here/oci_image.py"; echo "$kube" "${debs[@]}" "$suite") | sha256sum | cut -c1-12)
+stacks=$(bash "$here/build-stacks.sh")
+volcano=$(bash "$here/build-volcano.sh")
+repo=$(cd "$here/../../.." && pwd)
+# the agent image follows the collection's code, so its sources are part of the key
+agent_sources=$(cd "$repo" && find agent plugins/module_utils -type f \( -name '*.py' -o -name '*.txt' -o -name '*.sh' \) \
+  ! -path '*/__pycache__/*' | sort)
+key=$( (cat "$0" "$here/oci_image.py"; echo "$kube" "$stacks" "$volcano" "${debs[@]}" "$suite" "$prometheus_deb"; cd "$repo" && cat $agent_sources) \
+  | sha256sum | cut -c1-12)
 out=$cache/assets/$key
 if [ -f "$out/done" ]; then
   echo "$out"
@@ -29,10 +47,52 @@ apt_dir=$cache/apt-$suite
 mkdir -p "$apt_dir/lists/partial"
 echo "deb $mirror $suite main" > "$apt_dir/sources.list"
 apt_opts=(-o "Dir::Etc::SourceList=$apt_dir/sources.list" -o Dir::Etc::SourceParts=/dev/null
-          -o "Dir::State::Lists=$apt_dir/lists" -o Debug::NoLocking=1 -o APT::Sandbox::User=root -qq)
+          -o "Dir::State::Lists=$apt_dir/lists" -o Dir::State::status=/dev/null -o Debug::NoLocking=1
+          -o APT::Sandbox::User=root -qq)
 apt-get "${apt_opts[@]}" update
-(cd "$work" && apt-get "${apt_opts[@]}" download "${debs[@]}")
-for deb in "$work"/*.deb; do dpkg-deb -x "$deb" "$work/x"; done
+debs_dir=$cache/debs-$suite
+mkdir -p "$debs_dir"
+# fetch PKG[=VERSION]...: the .deb files, kept across builds; prints their paths
+fetch() {
+  local pin name version file
+  for pin in "$@"; do
+    name=${pin%%=*}
+    version=$(if [ "$pin" != "$name" ]; then echo "${pin#*=}"; else
+      apt-cache "${apt_opts[@]}" show --no-all-versions "$name" | sed -n 's/^Version: //p'; fi)
+    file=$(ls "$debs_dir/${name}_${version//:/%3a}_"*.deb 2>/dev/null | head -n 1 || true)
+    if [ -z "$file" ]; then
+      (cd "$debs_dir" && apt-get "${apt_opts[@]}" download "$name=$version") >&2
+      file=$(ls "$debs_dir/${name}_${version//:/%3a}_"*.deb 2>/dev/null | head -n 1 || true)
+    fi
+    [ -n "$file" ] || { log "could not download $name=$version"; echo /nonexistent/$name.deb; continue; }
+    echo "$file"
+  done
+}
+# Packages no image here runs (configuration tooling that a recursive Depends drags in).
+# Prometheus' package also pulls in its old console's fonts and JavaScript and adduser for its
+# maintainer scripts: the image serves the API only and never runs those scripts.
+not_needed=(debconf cdebconf dpkg tar tzdata libdebian-installer4 libnewt0.52 libslang2 libtextwrap1
+            adduser fonts-glyphicons-halflings libjs-bootstrap4 libjs-eonasdan-bootstrap-datetimepicker
+            libjs-jquery libjs-jquery-hotkeys libjs-moment libjs-moment-timezone libjs-mustache
+            libjs-popper.js libjs-rickshaw)
+# unpack DIR PKG[=VERSION]...: the packages and everything they depend on, unpacked into DIR, with
+# the /bin, /lib... links of a merged-/usr system (what base-files would lay down)
+unpack() {
+  local dir=$1 pin; shift
+  local names=() pins=()
+  for pin in "$@"; do names+=("${pin%%=*}"); pins+=("$pin"); done
+  local closure
+  closure=$(apt-cache "${apt_opts[@]}" depends --recurse --no-recommends --no-suggests --no-conflicts \
+              --no-breaks --no-replaces --no-enhances "${names[@]}" | grep -v '^[ <]' | sort -u \
+            | grep -vxF -f <(printf '%s\n' "${not_needed[@]}" "${names[@]}") || true)
+  mkdir -p "$dir/usr/bin" "$dir/usr/sbin" "$dir/usr/lib" "$dir/usr/lib64"
+  for link in bin sbin lib lib64; do ln -sfn "usr/$link" "$dir/$link"; done
+  for deb in $(fetch "${pins[@]}" $closure); do dpkg-deb -x "$deb" "$dir"; done
+}
+# the packages of a list file (comments and blank lines skipped)
+list() { grep -v '^ *\(#\|$\)' "$1"; }
+
+for deb in $(fetch "${debs[@]}"); do dpkg-deb -x "$deb" "$work/x"; done
 
 log "compile pause $pause_tag from k8s.io/kubernetes $(basename "$kube" | cut -d- -f1)"
 src=$(cd "$here" && go list -m -f '{{.Dir}}' k8s.io/kubernetes)/build/pause/linux/pause.c
@@ -44,13 +104,65 @@ mkdir -p "$work/busybox/bin"
 cp "$work/x/usr/bin/busybox" "$work/busybox/bin/busybox"
 for tool in sh sleep cat ls grep; do ln -s busybox "$work/busybox/bin/$tool"; done
 
-mkdir -p "$out.tmp"
-python3 "$here/oci_image.py" "$work/pause" "registry.k8s.io/pause:$pause_tag" '["/pause"]' "$out.tmp/pause.tar"
+kube_version=$(basename "$kube" | cut -d- -f1)
+log "kube-proxy $kube_version image with Debian's nftables"
+unpack "$work/kube-proxy" nftables
+install -D -m 0755 "$kube/kube-proxy" "$work/kube-proxy/usr/local/bin/kube-proxy"
+
+log "node agent image (agent/Containerfile's recipe)"
+unpack "$work/agent" $(list "$repo/agent/packages.txt")
+unpack "$work/generator" $(list "$repo/agent/stub-generator.txt")
+# the generator is trixie's, run on this host through its own dynamic loader and libraries
+loader() {
+  printf '#!/bin/sh\nexec %s --library-path %s %s "$@"\n' "$work/generator/usr/lib64/ld-linux-x86-64.so.2" \
+    "$work/generator/usr/lib/x86_64-linux-gnu" "$work/generator/usr/bin/$1" > "$work/$1"
+  chmod +x "$work/$1"
+}
+loader protoc
+loader grpc_python_plugin
+kubelet_module=$(cd "$here" && go mod download -json k8s.io/kubelet | python3 -c 'import json,sys; print(json.load(sys.stdin)["Dir"])')
+opt=$work/agent/opt/numa-agent
+mkdir -p "$opt/ansible_collections/numa/kube/plugins"
+PROTOC=$work/protoc GRPC_PYTHON_PLUGIN=$work/grpc_python_plugin \
+  sh "$repo/agent/generate-stubs.sh" "$kubelet_module" "$work/stubs"
+cp -r "$repo/plugins/module_utils" "$opt/ansible_collections/numa/kube/plugins/"
+cp -r "$repo/agent/numa_agent" "$opt/"
+cp -r "$work/stubs/numa_agent/." "$opt/numa_agent/"
+find "$opt" -name __pycache__ -prune -exec rm -rf {} +
+
+log "Prometheus image: Debian's prometheus and prometheus-operator's config reloader"
+unpack "$work/prometheus" "$prometheus_deb"
+install -D -m 0755 "$stacks/prometheus-operator/prometheus-config-reloader" \
+  "$work/prometheus/usr/bin/prometheus-config-reloader"
+mkdir -p "$work/prometheus/prometheus"
+
+guest=$out.tmp/guest
+mkdir -p "$guest"
+python3 "$here/oci_image.py" "$work/pause" "registry.k8s.io/pause:$pause_tag" '["/pause"]' "$guest/pause.tar"
 python3 "$here/oci_image.py" "$work/busybox" "numa.kube/busybox:test" '["/bin/sleep", "infinity"]' \
-  "$out.tmp/busybox.tar"
-cp "$kube/kubelet" "$kube/kube-apiserver" "$work/x/usr/bin/etcd" "$out.tmp/"
-echo "$pause_tag" > "$out.tmp/pause-tag"
+  "$guest/busybox.tar"
+python3 "$here/oci_image.py" "$work/kube-proxy" "numa.kube/kube-proxy:$kube_version" \
+  '["/usr/local/bin/kube-proxy"]' "$guest/kube-proxy.tar"
+python3 "$here/oci_image.py" "$work/agent" "numa.kube/node-agent:test" '["python3", "-m", "numa_agent"]' \
+  "$guest/node-agent.tar" '["PYTHONPATH=/opt/numa-agent", "PYTHONDONTWRITEBYTECODE=1", "PYTHONUNBUFFERED=1"]'
+python3 "$here/oci_image.py" "$work/prometheus" "$prometheus_image" '["/usr/bin/prometheus"]' "$guest/prometheus.tar"
+# Volcano's scheduler and controllers as its release images lay them out (/vc-<name>, the
+# entrypoint), tagged as numa.kube.volcano_stack's image_registry and image_tag name them
+for component in scheduler controller-manager; do
+  install -D -m 0755 "$volcano/vc-$component" "$work/vc-$component/vc-$component"
+  python3 "$here/oci_image.py" "$work/vc-$component" "numa.kube/vc-$component:$volcano_tag" "[\"/vc-$component\"]" \
+    "$guest/vc-$component.tar"
+done
+cp "$kube/kubelet" "$kube/kubeadm" "$guest/"
+echo "$pause_tag" > "$guest/pause-tag"
+cp "$kube/kube-apiserver" "$kube/kube-controller-manager" "$kube/kube-scheduler" "$work/x/usr/bin/etcd" "$out.tmp/"
+cp -r "$stacks/prometheus-operator" "$out.tmp/"
+cp "$volcano/volcano-development.yaml" "$out.tmp/"
+size_mb=$(( $(du -sm "$guest" | cut -f1) * 5 / 4 + 16 ))
+/usr/sbin/mkfs.ext4 -q -F -L numa-assets -d "$guest" "$out.tmp/guest.img" "${size_mb}M"
 touch "$out.tmp/done"
 rm -rf "$out" && mv "$out.tmp" "$out"
+# older builds (each agent change makes one) go, but the newest few stay for branches in flight
+ls -1dt "$cache"/assets/*/ 2>/dev/null | tail -n +4 | xargs -r rm -rf
 log "done: $out"
 echo "$out"

@@ -1,7 +1,12 @@
 #!/usr/bin/env bash
-# Build the real kubelet and kube-apiserver for the kubelet scenario from the k8s.io/kubernetes Go
-# module (through the Go module proxy), once, cached outside the repository and keyed by this
-# folder's go.mod, go.sum and this script. Prints the folder holding the binaries on stdout.
+# Build the real Kubernetes components the test bed runs from the k8s.io/kubernetes Go module
+# (through the Go module proxy), once, cached outside the repository and keyed by this folder's
+# go.mod, go.sum and this script. Prints the folder holding the binaries on stdout.
+#
+# kubelet and kube-apiserver run today; kubeadm re-renders a node's kubelet configuration as
+# `kubeadm upgrade node` does; kube-scheduler, kube-controller-manager and kube-proxy are the rest
+# of the cluster the cluster stacks are deployed into. They share one module graph, so they are
+# built together and one cold build covers them all.
 #
 # `go install k8s.io/kubernetes/cmd/kubelet@vX` cannot work: that module's go.mod replaces its
 # staging modules with folders of its own repository. go.mod here requires k8s.io/kubernetes and
@@ -15,18 +20,21 @@ key=$(cat "$0" "$here/go.mod" "$here/go.sum" | sha256sum | cut -c1-12)
 out=$cache/kube/$version-$key
 log() { echo "build-kube: $*" >&2; }
 
-if [ -x "$out/kubelet" ] && [ -x "$out/kube-apiserver" ]; then
+commands=(kubelet kube-apiserver kubeadm kube-scheduler kube-controller-manager kube-proxy)
+missing=0
+for cmd in "${commands[@]}"; do [ -x "$out/$cmd" ] || missing=1; done
+if [ "$missing" = 0 ]; then
   echo "$out"
   exit 0
 fi
-command -v go >/dev/null || { log "Go is not installed; the kubelet scenario builds kubelet with it"; exit 1; }
+command -v go >/dev/null || { log "Go is not installed; the test bed builds Kubernetes with it"; exit 1; }
 
 minor=${version#v1.}; minor=${minor%%.*}
 ldflags="-s -w -X k8s.io/component-base/version.gitVersion=$version \
 -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$minor \
 -X k8s.io/component-base/version.gitTreeState=clean"
 mkdir -p "$out.tmp"
-for cmd in kubelet kube-apiserver; do
+for cmd in "${commands[@]}"; do
   log "go build k8s.io/kubernetes/cmd/$cmd $version (several minutes the first time)"
   (cd "$here" && CGO_ENABLED=0 go build -mod=readonly -trimpath -ldflags "$ldflags" \
     -o "$out.tmp/$cmd" "k8s.io/kubernetes/cmd/$cmd")

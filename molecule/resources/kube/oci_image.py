@@ -3,7 +3,9 @@
 # GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Write a one-layer OCI image archive from a folder, for `ctr images import` (no registry needed).
 
-    python3 oci_image.py ROOTFS NAME ENTRYPOINT_JSON OUT.tar
+    python3 oci_image.py ROOTFS NAME ENTRYPOINT_JSON OUT.tar [ENV_JSON]
+
+ENV_JSON is a list of NAME=value strings added to the usual PATH.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -51,11 +53,11 @@ def blob(tar, data):
     return "sha256:" + digest, len(data)
 
 
-def main(rootfs, name, entrypoint, out):
+def main(rootfs, name, entrypoint, out, env="[]"):
     layer, diff_id = layer_bytes(rootfs)
     config = json.dumps({
         "architecture": "amd64", "os": "linux",
-        "config": {"Entrypoint": json.loads(entrypoint), "Env": ["PATH=/bin:/usr/bin"]},
+        "config": {"Entrypoint": json.loads(entrypoint), "Env": ["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"] + json.loads(env)},
         "rootfs": {"type": "layers", "diff_ids": [diff_id]},
     }, sort_keys=True).encode()
     with tarfile.open(out, "w") as tar:
@@ -84,6 +86,6 @@ def main(rootfs, name, entrypoint, out):
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 5:
+    if len(sys.argv) not in (5, 6):
         sys.exit(__doc__)
     main(*sys.argv[1:])

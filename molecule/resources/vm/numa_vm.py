@@ -8,7 +8,8 @@
 
 ``start`` boots a copy-on-write overlay of the base image with the NUMA layout given, forwards a free
 port on 127.0.0.1 to the guest's SSH, waits until SSH answers and prints the instance as JSON
-(address, port, user, identity_file). The guest console goes to DIR/console.log. A boot that does
+(address, port, user, identity_file). ``--data-disk`` attaches a raw image read-only as the second
+virtio disk (several guests can share one). The guest console goes to DIR/console.log. A boot that does
 not answer SSH in time (or whose qemu dies) is ended and tried again from a fresh overlay, up to
 ``--boot-attempts`` times; the console of each failed attempt is kept as DIR/console.attemptN.log
 and its last lines are printed. KVM is used only when a probe boot under it works. ``stop`` saves the
@@ -162,6 +163,19 @@ def host_state():
         return "host: state unknown"
 
 
+def lan_mac(address):
+    """The MAC address of the LAN card of the guest at address: unique within the LAN, from its last octet."""
+    return "52:54:00:4c:00:%02x" % int(address.rsplit(".", 1)[1])
+
+
+def lan_card(args):
+    """A second network card on the guests' shared segment (lan_hub.py), when asked for."""
+    if not args.lan_port:
+        return []
+    return ["-netdev", "socket,id=n1,connect=127.0.0.1:%d" % args.lan_port,
+            "-device", "virtio-net-pci,netdev=n1,mac=%s" % lan_mac(args.lan_ip)]
+
+
 def start(args):
     """Boot the guest; a boot that hangs or dies is retried (boot readiness only), its console kept."""
     overlay = os.path.join(args.workdir, "disk.qcow2")
@@ -174,6 +188,9 @@ def start(args):
     accel = ["-accel", "tcg,thread=multi", "-cpu", "max"]
     if args.accel == "kvm" or (args.accel == "auto" and kvm_works(args.image, args.workdir)):
         accel = ["-accel", "kvm", "-cpu", "host"]
+    data_disk = []
+    if args.data_disk:  # read-only and shared by every guest: the assets the test bed installs from
+        data_disk = ["-drive", "file=%s,format=raw,if=virtio,readonly=on" % os.path.abspath(args.data_disk)]
     failures = []
     for attempt in range(1, args.boot_attempts + 1):
         if os.path.exists(overlay):
@@ -181,15 +198,24 @@ def start(args):
         subprocess.check_call(["qemu-img", "create", "-q", "-f", "qcow2", "-b", os.path.abspath(args.image), "-F",
                                "qcow2", overlay])
         port = free_port()
+        # further guest ports forwarded to free loopback ports (e.g. kubelet's, for egress_proxy.py)
+        forwards = dict((str(guest), free_port()) for guest in args.forward)
+        # on a LAN, to the guest's LAN address: the node IP, where node services may bind alone
+        # (qemu resolves it by ARP over the user network, which the guest answers for any address)
+        target = args.lan_ip if args.lan_port else ""
+        hostfwd = "".join(",hostfwd=tcp:127.0.0.1:%d-%s:%s" % (host, target, guest)
+                          for guest, host in sorted(forwards.items()))
         command = ["qemu-system-x86_64", "-machine", "q35"] + accel + [
             "-smp", str(cpus), "-m", "%dM" % memory_mb] + numa + [
-            "-drive", "file=%s,format=qcow2,if=virtio" % overlay,
-            "-netdev", "user,id=n0,hostfwd=tcp:127.0.0.1:%d-:22" % port,
+            "-drive", "file=%s,format=qcow2,if=virtio" % overlay] + data_disk + [
+            "-netdev", "user,id=n0,dhcpstart=%s,hostfwd=tcp:127.0.0.1:%d-:22%s" % (args.guest_ip, port, hostfwd),
             "-device", "virtio-net-pci,netdev=n0",
+        ] + lan_card(args) + [
             "-display", "none", "-serial", "file:%s" % console,
             "-daemonize", "-pidfile", pidfile]
         instance = {"instance": args.name, "address": "127.0.0.1", "port": port, "user": "root",
-                    "identity_file": args.key, "accel": accel[1], "workdir": args.workdir}
+                    "identity_file": args.key, "accel": accel[1], "workdir": args.workdir,
+                    "forwards": forwards, "guest_ip": args.guest_ip, "lan_ip": args.lan_ip if args.lan_port else None}
         with open(os.path.join(args.workdir, "instance.json"), "w") as handle:
             json.dump(instance, handle)
         started = time.time()
@@ -230,6 +256,11 @@ def save_journal(workdir):
 
 def stop(args, keep_logs=True):
     pidfile = os.path.join(args.workdir, "qemu.pid")
+    try:  # a test may have left the guest paused (SIGSTOP): let it answer for its journal
+        with open(pidfile) as handle:
+            os.kill(int(handle.read().strip()), signal.SIGCONT)
+    except (OSError, ValueError):
+        pass
     save_journal(args.workdir)
     if os.path.exists(pidfile):
         with open(pidfile) as handle:
@@ -268,6 +299,14 @@ def main(argv=None):
         ("--image", {"required": True}),
         ("--key", {"required": True}),
         ("--layout", {"default": ""}),
+        ("--data-disk", {"default": "", "help": "a raw disk image attached read-only as the second disk"}),
+        ("--guest-ip", {"default": "10.0.2.15",
+                        "help": "the address qemu's DHCP gives the guest (10.0.2.x; distinct per guest, so that "
+                                "each Node has an address of its own)"}),
+        ("--lan-port", {"type": int, "default": 0, "help": "the port of lan_hub.py: adds a card on the guests' LAN"}),
+        ("--lan-ip", {"default": "", "help": "the guest's address on that LAN (the card's MAC follows from it)"}),
+        ("--forward", {"action": "append", "type": int, "default": [],
+                       "help": "a guest TCP port to forward to a free port on 127.0.0.1 (instance.json: forwards)"}),
         ("--accel", {"choices": ["auto", "kvm", "tcg"], "default": "auto"}),
         ("--boot-timeout", {"type": int, "default": 420, "help": "seconds one boot may take to answer SSH"}),
         ("--boot-attempts", {"type": int, "default": 3, "help": "boots to try before giving up"}),

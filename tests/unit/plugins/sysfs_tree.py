@@ -82,6 +82,10 @@ class Machine(object):
                 else:
                     row = [10 if other == node else 20 for other in ids]
                 _write(os.path.join(base, "distance"), " ".join(str(d) for d in row) + "\n")
+                stats = spec.get("numastat", {"numa_hit": 1000 * (node + 1), "numa_miss": 10 * node,
+                                              "numa_foreign": 5, "interleave_hit": 7,
+                                              "local_node": 900 * (node + 1), "other_node": 3})
+                _write(os.path.join(base, "numastat"), "".join("%s %d\n" % item for item in stats.items()))
                 for size_kb, (count, free_pages) in spec.get("hugepages", {}).items():
                     folder = os.path.join(base, "hugepages/hugepages-%dkB" % size_kb)
                     _write(os.path.join(folder, "nr_hugepages"), "%d\n" % count)

@@ -58,11 +58,28 @@ def test_kubelet_extra_args_plain_and_quoted():
     ("cpuManagerPolicy", "cpu-manager-policy"),
     ("reservedSystemCPUs", "reserved-cpus"),
     ("kubeAPIQPS", "kube-api-qps"),
-    ("podPidsLimit", "pod-pids-limit"),
+    ("podPidsLimit", "pod-max-pids"),
     ("memoryManagerPolicy", "memory-manager-policy"),
+    ("imageGCHighThresholdPercent", "image-gc-high-threshold"),
+    ("eventRecordQPS", "event-qps"),
+    ("serverTLSBootstrap", "rotate-server-certificates"),
+    ("failCgroupV1", "fail-cgroupv1"),
 ])
-def test_flag_names(field, flag):
+def test_flag_names_are_kubelets_own(field, flag):
+    # the whole table is compared with kubelet's flag set in tests/differential
     assert flag_name(field) == flag
+
+
+@pytest.mark.parametrize("field", ["shutdownGracePeriod", "mergeDefaultEvictionSettings", "memoryReservationPolicy",
+                                   "imageMaximumGCAge"])
+def test_fields_kubelet_has_no_flag_for_are_refused(field):
+    with pytest.raises(KubeletArgsError, match="has no kubelet flag"):
+        kubelet_arg_list({field: "1"})
+
+
+def test_unknown_fields_are_refused():
+    with pytest.raises(KubeletArgsError, match="not a KubeletConfiguration field"):
+        kubelet_arg_list({"cpuManagerPolcy": "static"})
 
 
 def test_nested_settings_have_no_flag():
@@ -74,3 +91,9 @@ def test_nested_settings_have_no_flag():
 
 def test_api_version_and_kind_are_skipped():
     assert kubelet_arg_list({"apiVersion": "v1", "kind": "KubeletConfiguration", "maxPods": 10}) == ["max-pods=10"]
+
+
+@pytest.mark.parametrize("value", ["0:memory=1Gi", [{"numaNode": 0}], [{"numaNode": 0, "limits": {"memory": "1.5Gi"}}]])
+def test_a_reserved_memory_kubelet_would_refuse_is_refused_with_words(value):
+    with pytest.raises(KubeletArgsError, match="reservedMemory: "):
+        kubelet_arg_list({"reservedMemory": value})

@@ -60,6 +60,11 @@ def test_valid_numa_settings_pass():
     validate(merge_patch(yaml.safe_load(KUBEADM), NUMA), numa_node_count=2, online_cpus=[0, 1, 2, 3])
 
 
+def BEST_EFFORT_WITH(options):  # pylint: disable=invalid-name
+    """Topology Manager options are read only for a policy other than none."""
+    return {"topologyManagerPolicy": "best-effort", "topologyManagerPolicyOptions": options}
+
+
 @pytest.mark.parametrize("config,message", [
     ({"cpuManagerpolicy": "static"}, "did you mean 'cpuManagerPolicy'"),
     ({"topologyManagerPolicys": "restricted"}, "did you mean 'topologyManagerPolicy'"),
@@ -69,11 +74,23 @@ def test_valid_numa_settings_pass():
     ({"memoryManagerPolicy": "none"}, "write 'None'"),
     ({"topologyManagerPolicy": "single-numa"}, "is not one of none, best-effort, restricted, single-numa-node"),
     ({"topologyManagerScope": "Pod"}, "write 'pod'"),
-    ({"topologyManagerPolicyOptions": {"max-allowable-numa-nodes": "4"}}, "must be a whole number >= 8"),
-    ({"topologyManagerPolicyOptions": {"max-allowable-numa-nodes": "many"}}, "must be a whole number >= 8"),
+    (BEST_EFFORT_WITH({"max-allowable-numa-nodes": "4"}), "must be a whole number >= 8"),
+    (BEST_EFFORT_WITH({"max-allowable-numa-nodes": "many"}), "must be a whole number >= 8"),
+    (BEST_EFFORT_WITH({"max-allowable-numa-nodes": " 9"}), "must be a whole number >= 8"),
     ({"topologyManagerPolicyOptions": {"prefer-closest-numa-nodes": True}}, "must be a string"),
-    ({"topologyManagerPolicyOptions": {"prefer-closest-numa-nodes": "yes"}}, "must be \"true\" or \"false\""),
-    ({"topologyManagerPolicyOptions": {"closest": "true"}}, "unknown option"),
+    (BEST_EFFORT_WITH({"prefer-closest-numa-nodes": "yes"}), "must be \"true\" or \"false\""),
+    (BEST_EFFORT_WITH({"closest": "true"}), "unknown option"),
+    ({"cpuManagerPolicyOptions": {"full-pcpus-only": "true"}}, "cpuManagerPolicy is none, which takes no options"),
+    ({"cpuManagerPolicy": "static", "kubeReserved": {"cpu": "1"},
+      "cpuManagerPolicyOptions": {"distribute-cpus-across-cores": "true"}}, "needs the feature gate CPUManagerPolicyAlphaOptions"),
+    ({"cpuManagerPolicy": "static", "kubeReserved": {"cpu": "1"}, "featureGates": {"CPUManagerPolicyAlphaOptions": True},
+      "cpuManagerPolicyOptions": {"distribute-cpus-across-cores": "1", "full-pcpus-only": "T"}},
+     "full-pcpus-only and distribute-cpus-across-cores cannot be used at the same time"),
+    ({"featureGates": {"NoSuchGate": True}}, "kubelet does not know this feature gate"),
+    ({"featureGates": {"CPUManagerPolicyOptions": False}}, "locked to true"),
+    ({"reservedSystemCPUs": "0,"}, "not a CPU list"),
+    ({"reservedSystemCPUs": " 0-1"}, "not a CPU list"),
+    ({"reservedSystemCPUs": "0-99999999"}, "wider than any machine"),
     ({"topologyManagerPolicyOptions": ["prefer-closest-numa-nodes"]}, "expected a mapping"),
     ({"cpuManagerPolicy": "static", "kubeReserved": {"cpu": "500m"},
       "cpuManagerPolicyOptions": {"full-pcpus-only": True}}, "write \"true\""),
@@ -91,6 +108,16 @@ def test_valid_numa_settings_pass():
 ])
 def test_refused_settings(config, message):
     assert message in problems(config)
+
+
+@pytest.mark.parametrize("config", [
+    {"cpuManagerPolicy": ""},                                                      # kubelet's default
+    {"topologyManagerPolicyOptions": {"closest": "x"}},                            # not read under none
+    {"cpuManagerPolicy": "static", "kubeReserved": {"cpu": "1"}, "cpuManagerPolicyOptions": {"full-pcpus-only": "1"}},
+    {"reservedSystemCPUs": "+0-1"},                                                # Go's Atoi takes the sign
+])
+def test_accepted_as_kubelet_accepts(config):
+    validate(config)
 
 
 def test_small_fractional_cpu_reservation_is_enough_for_static():
@@ -215,3 +242,27 @@ def test_detect_format():
     assert detect_format("/a/config.yaml", "{}") == "yaml"
     assert detect_format("/a/40-nodeadm.conf", '{"a": 1}') == "json"
     assert detect_format("/a/50.conf", "a: 1") == "yaml"
+
+
+MACHINE = {"numa_node_memory": {"0": 2 ** 30, "1": 2 ** 30}, "distribution": "kubeadm"}
+
+
+def test_the_reservation_is_checked_against_the_configuration_that_results():
+    # kubeReserved changed by extra settings (or found in the node's file) after the sum was laid out
+    config = {"memoryManagerPolicy": "Static", "kubeReserved": {"cpu": "1", "memory": "512Mi"},
+              "reservedMemory": [{"numaNode": 0, "limits": {"memory": "178Mi"}},
+                                 {"numaNode": 1, "limits": {"memory": "178Mi"}}]}
+    with pytest.raises(KubeletConfigError) as info:
+        validate(config, machine=MACHINE)
+    assert 'the total amount "356Mi" of type "memory" is not equal to the value "612Mi"' in str(info.value)
+    validate(dict(config, kubeReserved={"cpu": "1", "memory": "256Mi"}), machine=MACHINE)
+    # a node that does not exist, and nothing reserved at all under Static
+    with pytest.raises(KubeletConfigError, match="references a NUMA node 5"):
+        validate(dict(config, kubeReserved={"cpu": "1", "memory": "256Mi"},
+                      reservedMemory=[{"numaNode": 5, "limits": {"memory": "356Mi"}}]), machine=MACHINE)
+    with pytest.raises(KubeletConfigError, match="you should specify the system reserved memory"):
+        validate({"memoryManagerPolicy": "Static", "kubeReserved": {"cpu": "1"}, "evictionHard": {}},
+                 machine=MACHINE)
+    # without the machine only the shape is checked; with the None policy nothing is summed
+    validate(config)
+    validate(dict(config, memoryManagerPolicy="None"), machine=MACHINE)

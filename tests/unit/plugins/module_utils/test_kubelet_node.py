@@ -18,9 +18,11 @@ from ansible_collections.numa.kube.plugins.module_utils.kubelet_node import (
     config_dir_from_flags,
     flag_conflicts,
     launcher_kubelet_args,
+    parse_kubelet_version,
     pick_service,
     read_node,
     running_process,
+    with_config_dir,
 )
 
 KUBEADM_CONFIG = "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nmaxPods: 110\n"
@@ -57,6 +59,54 @@ def test_kubeadm_with_config_dir_from_flags_writes_a_dropin_after_earlier_ones(t
     assert node["path"] == "/etc/kubernetes/kubelet.conf.d/" + DROPIN_NAME
     assert node["base_paths"] == ["/var/lib/kubelet/config.yaml", "/etc/kubernetes/kubelet.conf.d/10-site.conf"]
     assert node["max_pods"] == 50  # the drop-in wins over config.yaml, as in kubelet
+
+
+DURABLE = "/etc/kubernetes/kubelet.conf.d"
+
+
+@pytest.mark.parametrize("version, extra, flag_file", [
+    ((1, 36, 3), None, "/etc/sysconfig/kubelet"),  # neither file, not Debian: RHEL's
+    ((1, 30, 0), 'KUBELET_EXTRA_ARGS="--node-ip=10.0.0.5"\n', "/etc/default/kubelet"),
+])
+def test_kubeadm_settings_go_into_a_drop_in_kubeadm_upgrades_leave_alone(tmp_path, version, extra, flag_file):
+    given = {"/var/lib/kubelet/config.yaml": KUBEADM_CONFIG}
+    if extra:
+        given["/etc/default/kubelet"] = extra
+    node = read_node(tree(tmp_path, given), overrides={"durable_dir": DURABLE, "kubelet_version": version})
+    assert node["mode"] == "dropin" and node["path"] == DURABLE + "/" + DROPIN_NAME
+    assert node["base_paths"] == ["/var/lib/kubelet/config.yaml"] and node["max_pods"] == 110
+    assert node["flag_file"] == flag_file
+    expected = ("--node-ip=10.0.0.5 " if extra else "") + "--config-dir=" + DURABLE
+    assert node["flag_file_text"] == 'KUBELET_EXTRA_ARGS="%s"\n' % expected
+
+
+@pytest.mark.parametrize("overrides", [
+    {"durable_dir": DURABLE, "kubelet_version": (1, 29, 9)},   # drop-ins need a feature gate before 1.30
+    {"durable_dir": DURABLE, "kubelet_version": None},         # kubelet not found: keep what works everywhere
+    {"durable_dir": None, "kubelet_version": (1, 36, 3)},      # asked for the merge
+])
+def test_kubeadm_keeps_the_merge_where_a_drop_in_would_not_be_read(tmp_path, overrides):
+    node = read_node(tree(tmp_path, {"/var/lib/kubelet/config.yaml": KUBEADM_CONFIG}), overrides=overrides)
+    assert node["mode"] == "merge" and node["flag_file"] is None
+
+
+def test_a_node_already_started_with_the_folder_needs_no_flag(tmp_path):
+    node = read_node(tree(tmp_path, {"/var/lib/kubelet/config.yaml": KUBEADM_CONFIG,
+                                     "/etc/default/kubelet": with_config_dir("", DURABLE)}),
+                     overrides={"durable_dir": DURABLE, "kubelet_version": (1, 36, 3)})
+    assert node["mode"] == "dropin" and node["flag_file"] is None and node["config_dir"] == DURABLE
+
+
+def test_flag_file_edits_keep_the_users_lines_and_quoting_apart():
+    text = "# site flags\nKUBELET_EXTRA_ARGS=--v=2\nOTHER=1\n"
+    assert with_config_dir(text, "/d") == '# site flags\nKUBELET_EXTRA_ARGS="--v=2 --config-dir=/d"\nOTHER=1\n'
+    assert with_config_dir("KUBELET_EXTRA_ARGS=''\n", "/d") == 'KUBELET_EXTRA_ARGS="--config-dir=/d"\n'
+    assert with_config_dir("#KUBELET_EXTRA_ARGS=--x\n", "/d") == '#KUBELET_EXTRA_ARGS=--x\nKUBELET_EXTRA_ARGS="--config-dir=/d"\n'
+    with pytest.raises(KubeletNodeError, match="line 2 of the kubelet flags file"):
+        with_config_dir("# x\nKUBELET_EXTRA_ARGS=--v=2 --node-ip=10.0.0.5\n", "/d")
+    assert parse_kubelet_version("Kubernetes v1.36.3\n") == (1, 36, 3) and parse_kubelet_version("") is None
+    # the last --config-dir reaching the command line wins, as kubelet reads it
+    assert config_dir_from_flags(['A="--config-dir=/a"', 'B="--config-dir=/b"']) == "/b"
 
 
 def test_rke2_dropin_and_conflicting_kubelet_arg(tmp_path):
@@ -122,6 +172,10 @@ def test_helpers():
     assert launcher_kubelet_args([("a", {"kubelet-arg": ["a=1"]}), ("b", {"kubelet-arg": ["c=3"]})]) == ["c=3"]
     assert flag_conflicts(["--reserved-cpus=0", "max-pods=3"], {"reservedSystemCPUs": "0"}) == [
         ("--reserved-cpus=0", "reservedSystemCPUs")]
+    # a misspelled field is the configuration check's to name (with its suggestion), and a field with
+    # no flag cannot be overridden by one: neither stops the search for conflicts
+    settings = {"topologyManagerScop": "pod", "topologyManagerPolicyOptions": {}}
+    assert flag_conflicts(["--topology-manager-scope=pod"], settings) == []
     assert pick_service(["rke2-agent", "rke2-server"], {"rke2-agent": "inactive", "rke2-server": ""}) == "rke2-agent"
     assert pick_service(["kubelet"], {}) is None
 

@@ -5,6 +5,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import time
 from fractions import Fraction
 
 import pytest
@@ -50,7 +51,7 @@ def test_parse_forms(text, value, fmt):
     assert quantity.format == fmt
 
 
-@pytest.mark.parametrize("text", ["", "Gi", "1 Gi", "1gi", "1K", "1.2.3", "1Gi1", "1e", "1e1.5", "abc", "--1", "1ki"])
+@pytest.mark.parametrize("text", ["", "Ei", "1 Gi", "1gi", "1K", "1.2.3", "1Gi1", "1e", "1e1.5", "abc", "--1", "1ki"])
 def test_parse_refuses(text):
     with pytest.raises(QuantityError):
         Quantity.parse(text)
@@ -137,7 +138,8 @@ def test_whole_numbers_with_any_suffix(number, suffix):
         expected = Fraction(number * 2 ** BINARY_SUFFIXES[suffix])
     else:
         expected = Fraction(number) * Fraction(10) ** DECIMAL_SUFFIXES[suffix]
-    assert quantity.value == min(expected, 2 ** 63 - 1)
+    # apimachinery caps binary quantities only
+    assert quantity.value == (min(expected, 2 ** 63 - 1) if suffix in BINARY_SUFFIXES else expected)
 
 
 @given(st.integers(min_value=0, max_value=10 ** 6), st.integers(min_value=0, max_value=999),
@@ -163,3 +165,38 @@ def test_canonical_of_decimal_fractions_round_trips(mantissa, exponent):
 @given(st.lists(st.integers(min_value=0, max_value=2 ** 40), max_size=6))
 def test_total_is_the_exact_sum(numbers):
     assert total(Quantity(n, BINARY_SI) for n in numbers).value == sum(numbers)
+
+
+@pytest.mark.parametrize("text", ["1Gi\n", "1Gi\n\n", "100m\n", " 1Gi", "1 Gi", "\u0661Gi", "1e3\n"])
+def test_strings_with_anything_around_or_inside_are_not_quantities(text):
+    with pytest.raises(QuantityError):
+        Quantity.parse(text)
+
+
+@pytest.mark.parametrize("text, value", [
+    ("1e4000", 10 ** 4000), ("-1e4000", -(10 ** 4000)), ("0e99999", 0), ("1e-99999", Fraction(1, 10 ** 9)),
+    ("-1e-99999", -Fraction(1, 10 ** 9)), ("-20Ei", -(2 ** 63 - 1)), ("1e19", 10 ** 19), ("20E", 2 * 10 ** 19),
+])
+def test_huge_and_tiny_exponents_are_exact_capped_or_rounded_at_once(text, value):
+    started = time.time()
+    assert Quantity.parse(text).value == value
+    assert time.time() - started < 0.05, "parsing must answer in bounded time"
+
+
+@pytest.mark.parametrize("text", ["1e4001", "9e999999999", "1" * 1001])
+def test_absurd_sizes_are_refused_at_once(text):
+    started = time.time()
+    with pytest.raises(QuantityError, match="not a usable quantity"):
+        Quantity.parse(text)
+    assert time.time() - started < 0.05
+
+
+@pytest.mark.parametrize("text, value", [(".", 0), ("-", 0), ("Mi", 0), ("+.Ti", 0), ("e-9", 0), ("k", 0)])
+def test_no_digits_is_zero_where_apimachinery_takes_its_fast_path(text, value):
+    assert Quantity.parse(text).value == value
+
+
+@pytest.mark.parametrize("text", ["Pi", "-Ei", "e-12", ".e-10"])
+def test_no_digits_is_refused_where_apimachinery_fails(text):
+    with pytest.raises(QuantityError, match="no digits"):
+        Quantity.parse(text)

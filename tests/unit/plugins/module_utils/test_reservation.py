@@ -57,11 +57,12 @@ def test_rke2_and_k3s_have_no_memory_eviction(distribution):
     assert "memory.available" not in result["eviction_hard"]
 
 
-def test_no_reservation_at_all_needs_nothing():
-    result = plan(distribution="rke2", numa_nodes=[0, 1])
-    assert result["required"] == {}
-    assert result["reserved_memory"] == []
-    assert result["reserved_memory_flag"] == ""
+def test_no_reservation_at_all_is_refused_as_the_static_memory_manager_refuses_it():
+    # RKE2's default eviction has no memory.available: with no kubeReserved memory nothing is
+    # reserved, and kubelet's Static policy will not start on that
+    problems = problems_of(distribution="rke2", numa_nodes=[0, 1])
+    assert problems == [p for p in problems if "you should specify the system reserved memory" in p]
+    assert len(problems) == 1
 
 
 def test_user_eviction_replaces_defaults_unless_merged():
@@ -96,6 +97,12 @@ def test_zero_and_hundred_percent_switch_the_threshold_off(value):
     ("150%", "outside"),
     ("-5%", "outside"),
     ("x%", "not a percentage"),
+    ("nan%", "not a percentage"),
+    ("inf%", "not a percentage"),
+    (" 5%", "not a percentage"),
+    ("5 %", "not a percentage"),
+    ("1_0%", "not a percentage"),
+    ("\u0661\u0660%", "not a percentage"),
     ("0", "must be positive"),
     ("-1Mi", "must be positive"),
     ("100MB", "not a quantity"),
@@ -354,6 +361,9 @@ def test_spread_is_exact_proportional_and_kubelet_valid(required, sizes):
 @given(st.integers(min_value=0, max_value=2 ** 36), st.integers(min_value=0, max_value=2 ** 36),
        st.sampled_from(["kubeadm", "rke2", "k3s"]), st.integers(min_value=1, max_value=8))
 def test_computed_reservations_always_pass_validation(kube, system, distribution, node_count):
+    if distribution != "kubeadm" and kube + system == 0:
+        # nothing to reserve (RKE2 and k3s evict on disk only): refused, see the test above
+        return
     result = plan(numa_nodes=list(range(node_count)), kube_reserved={"memory": str(kube)},
                   system_reserved={"memory": str(system)}, distribution=distribution)
     again = plan(numa_nodes=list(range(node_count)), kube_reserved={"memory": str(kube)},

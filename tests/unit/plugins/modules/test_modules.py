@@ -184,6 +184,27 @@ def test_containerd_nri_check_mode_then_apply_then_idempotent(tmp_path):
     assert not failed and not result["changed"] and not result["restart_required"]
 
 
+def test_containerd_nri_on_rke2_writes_the_template_that_extends_rke2s_own(tmp_path):
+    folder = tmp_path / "rke2" / "agent" / "etc" / "containerd"
+    folder.mkdir(parents=True)
+    rendered = 'version = 2\n[plugins."io.containerd.grpc.v1.cri"]\n  stream_server_port = "10010"\n'
+    (folder / "config.toml").write_text(rendered)
+    args = {"distribution": "rke2", "data_dir": str(tmp_path / "rke2"), "containerd_version": "v1.7.27-k3s1",
+            "distribution_version": "rke2 version v1.30.4+rke2r1 (abc)"}
+    failed, result = run(containerd_nri, args)
+    assert not failed and result["changed"] and result["restart_required"], result
+    assert result["path"] == str(folder / "config.toml.tmpl")
+    assert result["rendered_path"] == str(folder / "config.toml")
+    assert (folder / "config.toml").read_text() == rendered, "the rendered file is RKE2's to write"
+    assert '{{ template "base" . }}' in (folder / "config.toml.tmpl").read_text()
+    assert result["service"] in ("rke2-server", "rke2-agent")
+    failed, result = run(containerd_nri, dict(args, distribution_version="v1.27.4+rke2r1"))
+    assert not failed and not result["changed"], "the template is already in place"
+    (folder / "config.toml.tmpl").unlink()
+    failed, result = run(containerd_nri, dict(args, distribution_version="v1.27.4+rke2r1"))
+    assert failed and "September 2023" in result["msg"] and not (folder / "config.toml.tmpl").exists()
+
+
 def test_containerd_nri_creates_the_file_and_folder(tmp_path):
     path = tmp_path / "etc" / "containerd" / "config.toml"
     failed, result = run(containerd_nri, {"path": str(path), "containerd_version": "1.7.24"})

@@ -1,0 +1,84 @@
+# -*- coding: utf-8 -*-
+# Copyright: numa.kube contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""python3 -m numa_agent <program> [options]; ``--help`` lists the programs."""
+
+import argparse
+import logging
+import os
+import sys
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="numa-agent", description="numa.kube's node agent")
+    parser.add_argument("--log-level", default=os.environ.get("NUMA_AGENT_LOG_LEVEL", "INFO"),
+                        choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    programs = parser.add_subparsers(dest="program", required=True, metavar="program")
+    plugin = programs.add_parser(
+        "device-plugin", help="advertise numa-align/numa-N, one resource per NUMA node with CPUs",
+        description="The NUMA device plugin: registers numa-align/numa-N with kubelet for each NUMA node "
+                    "that has CPUs, NUMA_CAPACITY devices each, carrying that node's topology.")
+    plugin.add_argument("--sysfs", default="/sys", help="where sysfs is mounted (default /sys)")
+    plugin.add_argument("--socket-dir", default=os.environ.get("NUMA_SOCKET_DIR") or "/var/lib/kubelet/device-plugins",
+                        help="kubelet's device-plugin folder (env NUMA_SOCKET_DIR; default %(default)s)")
+    plugin.add_argument("--capacity", type=int, default=int(os.environ.get("NUMA_CAPACITY") or 100),
+                        help="devices per NUMA node (env NUMA_CAPACITY; default %(default)s)")
+    plugin.add_argument("--resource-prefix", default=os.environ.get("NUMA_RESOURCE_PREFIX") or "numa-align/numa-",
+                        help="resource name before the node id (default %(default)s)")
+    plugin.add_argument("--poll", type=float, default=1.0,
+                        help="seconds between checks that kubelet and the plugin's sockets are still there")
+    exporter = programs.add_parser(
+        "exporter", help="Prometheus metrics per NUMA node, pod and container",
+        description="The NUMA exporter: node metrics from sysfs, kubelet's assignments from its PodResources "
+                    "API, each container's memory per NUMA node from its cgroup.")
+    exporter.add_argument("--sysfs", default="/sys", help="where sysfs is mounted (default /sys)")
+    exporter.add_argument("--cgroup-root", default="/sys/fs/cgroup",
+                          help="the node's cgroup v2 root, where kubelet's kubepods tree is (default %(default)s; "
+                               "empty: no per-container locality)")
+    exporter.add_argument("--pod-resources-socket", default="/var/lib/kubelet/pod-resources/kubelet.sock",
+                          help="kubelet's PodResources socket (default %(default)s; empty: not asked)")
+    exporter.add_argument("--node-name", default=os.environ.get("NODE_NAME", ""),
+                          help="this node's name, to list its pods (env NODE_NAME)")
+    exporter.add_argument("--listen-address", default=os.environ.get("NUMA_EXPORTER_LISTEN_ADDRESS") or "127.0.0.1",
+                          help="address to serve on (env NUMA_EXPORTER_LISTEN_ADDRESS; default 127.0.0.1)")
+    exporter.add_argument("--port", type=int, default=9201, help="port to serve on (default 9201)")
+    exporter.add_argument("--tls-cert-file", help="serve HTTPS with this certificate (PEM, with --tls-key-file)")
+    exporter.add_argument("--tls-key-file", help="the certificate's private key (PEM)")
+    publisher = programs.add_parser(
+        "topology-publisher", help="keep this node's Numatopology (Volcano's numa-aware plugin) current",
+        description="The Numatopology publisher: kubelet's policies (its /configz), its free CPUs (PodResources) "
+                    "and the CPU layout (sysfs), written to nodeinfo.volcano.sh/v1alpha1 Numatopology <node>.")
+    publisher.add_argument("--sysfs", default="/sys", help="where sysfs is mounted (default /sys)")
+    publisher.add_argument("--pod-resources-socket", default="/var/lib/kubelet/pod-resources/kubelet.sock",
+                           help="kubelet's PodResources socket (default %(default)s)")
+    publisher.add_argument("--node-name", default=os.environ.get("NODE_NAME", ""),
+                           help="this node's name (env NODE_NAME)")
+    publisher.add_argument("--kubelet-url", default=os.environ.get("KUBELET_URL") or None,
+                           help="kubelet's HTTPS endpoint (env KUBELET_URL; default https://$NODE_IP:10250)")
+    publisher.add_argument("--kubelet-ca-file", default=os.environ.get("KUBELET_CA_FILE") or None,
+                           help="CA of kubelet's serving certificate (env KUBELET_CA_FILE; without it the "
+                                "certificate is not checked, as kubelets often serve a self-signed one)")
+    publisher.add_argument("--period", type=float, default=2.0,
+                           help="seconds between two reads of kubelet's assignments (default %(default)s)")
+    publisher.add_argument("--resync", type=float, default=60.0,
+                           help="seconds after which kubelet's configuration is read and the object written "
+                                "again even if nothing seemed to change (default %(default)s)")
+    args = parser.parse_args(argv)
+    if args.program == "exporter" and bool(args.tls_cert_file) != bool(args.tls_key_file):
+        parser.error("--tls-cert-file and --tls-key-file go together")
+    logging.basicConfig(level=args.log_level, stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if args.program == "device-plugin":
+        from numa_agent import device_plugin
+        return device_plugin.main(args)
+    if args.program == "exporter":
+        from numa_agent import exporter as exporter_program
+        return exporter_program.main(args)
+    if args.program == "topology-publisher":
+        from numa_agent import publisher as publisher_program
+        return publisher_program.main(args)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,64 @@
+# -*- coding: utf-8 -*-
+# Copyright: numa.kube contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The names of this node's containers (namespace, pod, container), by container id, from the API server."""
+
+import logging
+import time
+import urllib.parse
+
+from numa_agent.kube import ApiError, Client
+
+LOG = logging.getLogger("pods")
+
+
+class PodNames(object):
+    """{container id: (namespace, pod, container)} of this node's pods, from the API server.
+
+    In a pod, the service account's token and the ``kubernetes`` Service are used. The list is
+    read again only when asked about a container it does not know, and at most every ``interval``
+    seconds, so a scrape normally costs no request at all.
+    """
+
+    def __init__(self, node_name, interval=15.0, client=None):
+        self.node_name = node_name
+        self.interval = interval
+        self.client = client or Client()
+        self.names = {}
+        self.unnamed = set()
+        self.read_at = 0.0
+
+    def usable(self):
+        return bool(self.node_name and self.client.usable())
+
+    def _list(self):
+        query = urllib.parse.urlencode({"fieldSelector": "spec.nodeName=" + self.node_name, "resourceVersion": "0"})
+        return self.client.get("/api/v1/pods?" + query)
+
+    def lookup(self, container_ids):
+        """The names of the containers, reading the list again if a new one is unknown (rate-limited).
+
+        Ids the last list did not name (pod sandboxes, containers already gone) are remembered, so
+        that they do not cause a list on every scrape.
+        """
+        if not self.usable():
+            return {}
+        unknown = [cid for cid in container_ids if cid not in self.names and cid not in self.unnamed]
+        if unknown and time.time() - self.read_at >= self.interval:
+            self.read_at = time.time()
+            try:
+                pods = self._list()
+            except ApiError as exc:
+                LOG.warning("could not list the pods of node %s: %s", self.node_name, exc)
+                return self.names
+            names = {}
+            for pod in pods.get("items") or []:
+                meta, status = pod.get("metadata") or {}, pod.get("status") or {}
+                for field in ("initContainerStatuses", "containerStatuses", "ephemeralContainerStatuses"):
+                    for container in status.get(field) or []:
+                        cid = (container.get("containerID") or "").rpartition("://")[2]
+                        if cid:
+                            names[cid] = (meta.get("namespace", ""), meta.get("name", ""), container.get("name", ""))
+            self.names = names
+            self.unnamed = set(cid for cid in container_ids if cid not in names)
+        return self.names

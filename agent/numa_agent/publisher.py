@@ -1,0 +1,168 @@
+# -*- coding: utf-8 -*-
+# Copyright: numa.kube contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The Numatopology publisher: this node's NUMA layout and free CPUs for Volcano's numa-aware plugin.
+
+One ``Numatopology`` (``nodeinfo.volcano.sh/v1alpha1``, cluster-scoped, named as the Node) per
+node. Its spec comes from what kubelet itself reports, never from its checkpoint files:
+
+- the policies kubelet runs, from its ``/configz`` (drop-ins and flags included), read at start,
+  every ``--resync`` seconds and whenever the PodResources API stops answering (a kubelet restart,
+  perhaps with a new policy);
+- the free CPUs: PodResources' allocatable CPUs minus the CPUs its ``List`` shows assigned,
+  asked every ``--period`` seconds;
+- the CPU details (NUMA node, socket, core) from sysfs, read again when CPUs go on- or offline.
+
+The object is written only when its content changes, and once at every start with the start time
+in an annotation: Volcano's scheduler only takes in a Numatopology it sees change, and one restarted
+publisher writing what was already there would otherwise leave the scheduler's view of the node
+as it was (volcano-sh/resource-exporter issue 7). The Node owns the object, so it goes with it.
+"""
+
+import datetime
+import logging
+import signal
+import threading
+import time
+
+from ansible_collections.numa.kube.plugins.module_utils import volcano
+from ansible_collections.numa.kube.plugins.module_utils.numa_metrics import Topology
+from ansible_collections.numa.kube.plugins.module_utils.topology import SysfsReader
+from numa_agent.kube import ApiError, Client, kubelet_client
+
+LOG = logging.getLogger("publisher")
+COLLECTION = "/apis/nodeinfo.volcano.sh/v1alpha1/numatopologies"
+
+
+def _now():
+    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class Publisher(object):
+    def __init__(self, node_name, sysfs="/sys", pod_resources=None, api=None, kubelet=None, resync=60.0,
+                 pod_resources_errors=()):
+        self.node_name = node_name
+        self.sysfs = sysfs
+        self.pod_resources = pod_resources
+        # what the PodResources client raises when kubelet does not answer (grpc.RpcError)
+        self.pod_resources_errors = tuple(pod_resources_errors)
+        self.api = api or Client()
+        self.kubelet = kubelet or kubelet_client()
+        self.resync = resync
+        self.started = _now()
+        self.cpus, self.cpu_signature = None, None
+        self.config, self.config_read_at = None, 0.0
+        self.written, self.written_at = None, 0.0
+        self.node_uid = None
+
+    # sources ---------------------------------------------------------------------------------
+    def _cpus(self):
+        signature = Topology.current_signature(self.sysfs)
+        if self.cpus is None or signature != self.cpu_signature:
+            self.cpus = [{"id": c["id"], "numa_node": c["numa_node"], "socket": c["socket"], "core": c["core"]}
+                         for c in SysfsReader(self.sysfs).read(include_pci=False)["cpus"]]
+            self.cpu_signature = signature
+        return self.cpus
+
+    def _kubelet_config(self, force=False):
+        if force or self.config is None or time.time() - self.config_read_at >= self.resync:
+            config = self.kubelet.get("/configz").get("kubeletconfig")
+            if not isinstance(config, dict):
+                raise ApiError(0, "kubelet's /configz has no kubeletconfig")
+            if self.config is not None and config != self.config:
+                LOG.info("kubelet's configuration changed: CPU Manager %s, Topology Manager %s",
+                         config.get("cpuManagerPolicy"), config.get("topologyManagerPolicy"))
+            self.config, self.config_read_at = config, time.time()
+        return self.config
+
+    def desired(self):
+        """(spec, annotations) as things are now; ApiError or a PodResources error when a source did not answer."""
+        cpus = self._cpus()
+        try:
+            allocatable = self.pod_resources.allocatable()["cpu_ids"]
+            assigned = [cpu for pod in self.pod_resources.assigned() for c in pod["containers"] for cpu in c["cpu_ids"]]
+        except self.pod_resources_errors:
+            self.config = None  # kubelet may be restarting, perhaps with other policies
+            raise
+        config = self._kubelet_config()
+        spec = volcano.numatopology_spec(cpus, config, allocatable, assigned)
+        annotations = {volcano.STARTED_ANNOTATION: self.started,
+                       volcano.RESERVED_CPUS_ANNOTATION: volcano.reserved_cpus(cpus, config, allocatable)}
+        return spec, annotations
+
+    # the object ------------------------------------------------------------------------------
+    def _owner(self):
+        if self.node_uid is None:
+            self.node_uid = self.api.get("/api/v1/nodes/" + self.node_name)["metadata"]["uid"]
+        return [{"apiVersion": "v1", "kind": "Node", "name": self.node_name, "uid": self.node_uid}]
+
+    def write(self, spec, annotations):
+        """Create or replace the object when it differs; True when something was written."""
+        path = COLLECTION + "/" + self.node_name
+        try:
+            current = self.api.get(path)
+        except ApiError as exc:
+            if exc.status != 404:
+                raise
+            current = None
+        if current is None:
+            body = {"apiVersion": volcano.NUMATOPOLOGY_API, "kind": "Numatopology",
+                    "metadata": {"name": self.node_name, "annotations": annotations,
+                                 "labels": {"app.kubernetes.io/managed-by": "numa.kube"},
+                                 "ownerReferences": self._owner()},
+                    "spec": spec}
+            self.api.request("POST", COLLECTION, body)
+            return True
+        metadata = current.setdefault("metadata", {})
+        have = metadata.get("annotations") or {}
+        if current.get("spec") == spec and all(have.get(k) == v for k, v in annotations.items()):
+            return False
+        metadata["annotations"] = dict(have, **annotations)
+        current["spec"] = spec
+        self.api.request("PUT", path, current)  # carries resourceVersion: a conflict is retried next step
+        return True
+
+    def step(self):
+        """One round: read the sources, write when the content moved (or at the resync)."""
+        try:
+            spec, annotations = self.desired()
+        except (ApiError,) + self.pod_resources_errors as exc:
+            LOG.warning("not publishing: a source did not answer: %s", exc.details() if hasattr(exc, "details") else exc)
+            return False
+        content = (spec, annotations)
+        if content == self.written and time.time() - self.written_at < self.resync:
+            return False
+        try:
+            changed = self.write(spec, annotations)
+        except ApiError as exc:
+            LOG.warning("could not write Numatopology %s: %s", self.node_name, exc)
+            return False
+        if changed:
+            LOG.info("Numatopology %s: free CPUs %s of %d, CPU Manager %s, Topology Manager %s",
+                     self.node_name, spec["numares"]["cpu"]["allocatable"] or "(none)",
+                     spec["numares"]["cpu"]["capacity"], spec["policies"]["CPUManagerPolicy"],
+                     spec["policies"]["TopologyManagerPolicy"])
+        self.written, self.written_at = content, time.time()
+        return changed
+
+
+def main(args):
+    if not args.node_name:
+        LOG.error("no node name: give --node-name or NODE_NAME (the downward API's spec.nodeName)")
+        return 2
+    from numa_agent.pod_resources import PodResources, RpcError  # gRPC: only in the image
+    kubelet = kubelet_client(args.kubelet_url, args.kubelet_ca_file)
+    if not kubelet.base:
+        LOG.error("no kubelet address: give --kubelet-url or NODE_IP (the downward API's status.hostIP)")
+        return 2
+    publisher = Publisher(args.node_name, args.sysfs, PodResources(args.pod_resources_socket),
+                          kubelet=kubelet, resync=args.resync, pod_resources_errors=(RpcError,))
+    stop = threading.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *unused: stop.set())
+    LOG.info("publishing Numatopology %s every %.1f s (kubelet at %s, PodResources at %s)",
+             args.node_name, args.period, kubelet.base, args.pod_resources_socket)
+    while not stop.is_set():
+        publisher.step()
+        stop.wait(args.period)
+    return 0

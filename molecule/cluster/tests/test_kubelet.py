@@ -1,0 +1,320 @@
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""A real kubelet (registered with a real API server) proves what the kubelet role did.
+
+The tests run in file order: the ones that stop or break kubelet come last and leave it healthy.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import kubernetes  # pinned in requirements-dev.txt: a missing client must fail the run, not skip it
+import pytest
+import yaml
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "resources"))
+from testlib import (AuditLog, PausedGuest, configz, cpu_list, exporter_metrics,  # noqa: E402 pylint: disable=wrong-import-position
+                     node_cpus, run_playbook, wait_kubelet_healthy)
+
+testinfra_hosts = ["ansible://numa-kubelet"]
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
+CONTROL_PLANE = os.path.join(ROOT, "tests", "output", "vm", "cluster", "control-plane")
+AUDIT = AuditLog(os.path.join(CONTROL_PLANE, "audit.log"))
+NODE = "numa-kubelet"
+# the file numa.kube manages on this node: a drop-in in the folder kubelet is started with
+CONFIG = "/etc/kubernetes/kubelet.conf.d/50-numa-kube.conf"
+KUBEADM_CONFIG = "/var/lib/kubelet/config.yaml"
+MARKER = "/var/lib/numa-kube/rollout/marker.json"
+# what the test runs pass besides the change under test: the API, short settle times
+API = {"rollout_kubeconfig": os.path.join(CONTROL_PLANE, "admin.kubeconfig"), "rollout_drain_force": True,
+       "kubelet_topology_manager_scope": "pod", "kubelet_health_settle": 5, "rollout_health_settle": 5}
+# the tests here change numa-kubelet alone
+SITE = [os.path.join(ROOT, "playbooks", "site.yml"), "--limit", NODE]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def other_guest_paused():
+    """Every test here works on numa-kubelet alone (--limit): numa-uneven is held stopped meanwhile,
+    which gives its share of the two host cores to the guest under test."""
+    with PausedGuest(os.path.join(ROOT, "tests", "output", "vm", "cluster", "numa-uneven")):
+        yield
+
+
+@pytest.fixture(scope="module")
+def api():
+    kubernetes.config.load_kube_config(os.path.join(CONTROL_PLANE, "admin.kubeconfig"))
+    return kubernetes.client.CoreV1Api()
+
+
+def guaranteed_pod(name, cpu, memory):
+    resources = {"cpu": cpu, "memory": memory}
+    return {
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "default"},
+        "spec": {"nodeName": NODE, "automountServiceAccountToken": False, "terminationGracePeriodSeconds": 1,
+                 "restartPolicy": "Never",
+                 "containers": [{"name": "main", "image": "numa.kube/busybox:test", "imagePullPolicy": "Never",
+                                 "resources": {"requests": resources, "limits": resources}}]},
+    }
+
+
+def wait_pod(api, name, done, timeout=300):
+    deadline = time.time() + timeout
+    pod = None
+    while time.time() < deadline:
+        pod = api.read_namespaced_pod(name, "default")
+        if done(pod):
+            return pod
+        time.sleep(3)
+    pytest.fail("pod %s did not get there in %d s: %s" % (name, timeout, pod and pod.status))
+
+
+# --- bad input stops everything before any node changes ------------------------------------------
+
+def test_bad_input_is_refused_in_preflight_and_nothing_changes(host, api):
+    with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "vars", "bad-inputs.yml")) as handle:
+        bad = yaml.safe_load(handle)
+
+    def checksums():
+        return [host.file(path).sha256sum if host.file(path).exists else "absent" for path in bad["test_managed_files"]]
+
+    before = checksums()
+    mark = AUDIT.mark()
+    for case in bad["test_bad_inputs"]:
+        done = run_playbook(SITE + ["-e", json.dumps(dict(API, **case["vars"]))], timeout=900)
+        output = done.stdout + done.stderr
+        said = [line for line in output.splitlines() if case["expect"] in line]
+        print("%s: %s" % (case["name"], said[0][:400] if said else "(not said)"))
+        assert done.returncode != 0, "%s: the run passed" % case["name"]
+        assert said, "%s: the failure does not say %r:\n%s" % (case["name"], case["expect"], output[-3000:])
+        assert "PLAY [Change the nodes" not in done.stdout, "%s: got past preflight" % case["name"]
+    assert checksums() == before, "a run with bad input changed a file on the node"
+    assert AUDIT.node_requests(since=mark) == [], "a run with bad input cordoned or evicted"
+    assert not api.read_node(NODE).spec.unschedulable
+
+
+# --- kubelet pins Guaranteed pods to one NUMA node ------------------------------------------------
+
+def test_guaranteed_pod_gets_exclusive_cpus_and_memory_of_one_numa_node(host, api):
+    api.create_namespaced_pod("default", guaranteed_pod("pinned", "1", "128Mi"))
+    pod = wait_pod(api, "pinned", lambda p: p.status.phase == "Running")
+    container = pod.status.container_statuses[0].container_id.split("://")[-1]
+    folder = host.check_output("find /sys/fs/cgroup/kubepods* -maxdepth 3 -type d -name '*%s*'" % container)
+    assert folder, "no cgroup for container %s" % container
+    cpus = cpu_list(host.file(folder.splitlines()[0] + "/cpuset.cpus.effective").content_string)
+    mems = cpu_list(host.file(folder.splitlines()[0] + "/cpuset.mems.effective").content_string)
+    print("pinned pod: cpuset.cpus=%s cpuset.mems=%s" % (sorted(cpus), sorted(mems)))
+    assert len(cpus) == 1, "a Guaranteed pod with cpu: 1 gets exactly one exclusive CPU"
+    assert len(mems) == 1, "its memory comes from one NUMA node"
+    assert cpus <= node_cpus(host, list(mems)[0]), "CPU and memory on the same NUMA node"
+    reserved = json.loads(host.file("/var/lib/kubelet/cpu_manager_state").content_string)
+    assert str(list(cpus)[0]) in json.dumps(reserved.get("entries", {})), reserved
+    # the exporter reads the same checkpoints: one exclusive CPU and 128Mi assigned, on that node only
+    node = list(mems)[0]
+    values = exporter_metrics(host)
+    for numa_node in (0, 1):
+        label = (("numa_node", str(numa_node)),)
+        assert values[("numa_node_cpus_exclusive", label)] == (1 if numa_node == node else 0), values
+        assigned = values.get(("numa_node_memory_assigned_bytes",
+                               (("numa_node", str(numa_node)), ("resource", "memory"))), 0)
+        assert assigned == (128 * 2 ** 20 if numa_node == node else 0), values
+    api.delete_namespaced_pod("pinned", "default", grace_period_seconds=0)
+
+
+def test_pod_that_fits_the_node_but_no_numa_node_is_rejected(host, api):
+    allocatable = api.read_node(NODE).status.allocatable["cpu"]
+    cores = float(allocatable[:-1]) / 1000 if allocatable.endswith("m") else float(allocatable)
+    assert cores >= 3, "the node as a whole has room for 3 CPUs (%s)" % allocatable
+    assert all(len(node_cpus(host, n)) < 3 for n in (0, 1)), "no single NUMA node has 3 CPUs"
+    api.create_namespaced_pod("default", guaranteed_pod("too-wide", "3", "128Mi"))
+    pod = wait_pod(api, "too-wide", lambda p: p.status.phase == "Failed")
+    print("too-wide pod: reason=%s message=%s" % (pod.status.reason, pod.status.message))
+    assert pod.status.reason == "TopologyAffinityError"
+    api.delete_namespaced_pod("too-wide", "default", grace_period_seconds=0)
+
+
+# --- the role is what makes the difference ---------------------------------------------------------
+
+def test_the_same_change_by_hand_without_removing_the_state_crash_loops(host):
+    """Flip the CPU Manager policy by hand, keeping cpu_manager_state: kubelet refuses to start."""
+    original = host.file(CONFIG).content_string
+    host.run_expect([0], "cp %s /var/tmp/config.yaml.by-hand && sed -i 's/^cpuManagerPolicy: static$/"
+                         "cpuManagerPolicy: none/' %s && date +%%s > /var/tmp/by-hand.since" % (CONFIG, CONFIG))
+    try:
+        host.run_expect([0], "systemctl restart kubelet")
+        since = host.file("/var/tmp/by-hand.since").content_string.strip()
+        deadline = time.time() + 120
+        line = ""
+        while time.time() < deadline and not line:
+            journal = host.run("journalctl -u kubelet --since @%s --no-pager -o cat" % since).stdout
+            line = next((entry for entry in journal.splitlines() if "differs from state checkpoint policy" in entry), "")
+            time.sleep(3)
+        print("kubelet after the change by hand: %s" % line)
+        assert 'configured policy \\"none\\" differs from state checkpoint policy \\"static\\"' in line
+        assert "delete the CPU manager checkpoint file" in line
+    finally:
+        host.run_expect([0], "cp /var/tmp/config.yaml.by-hand %s && systemctl restart kubelet" % CONFIG)
+        wait_kubelet_healthy(host)
+    assert host.file(CONFIG).content_string == original
+
+
+def run_site(extra):
+    """The site playbook's kubelet part against numa-kubelet, as a user runs it."""
+    return run_playbook(SITE + ["--tags", "kubelet", "-e", json.dumps(extra)], timeout=900)
+
+
+def test_a_configuration_kubelet_refuses_is_rolled_back(host):
+    """Past the preflight with the test-only switch, a wrong sum reaches kubelet; the role restores
+    the previous bytes from its rollout record although no backup copy is kept."""
+    before = host.file(CONFIG).sha256sum
+    backups = host.run("ls %s.*~ 2>/dev/null" % CONFIG).stdout
+    running_before = configz(host)["reservedMemory"]
+    extra = {"kubelet_validate": False, "rollout_drain": False, "kubelet_health_timeout": 60,
+             "kubelet_health_settle": 10, "rollout_health_settle": 5, "kubelet_backup": False,
+             "kubelet_reserved_memory": [{"numaNode": 0, "limits": {"memory": "300Mi"}}]}
+    result = run_site(extra)
+    output = result.stdout + result.stderr
+    print("\n".join(line for line in output.splitlines() if "rolled" in line or "not equal" in line)[:3000])
+    assert result.returncode != 0, "the play should fail"
+    assert "rolled %s back" % NODE in output
+    assert 'is not equal to the value' in output and "Node Allocatable" in output
+    assert host.file(CONFIG).sha256sum == before, "the previous configuration file is back"
+    assert host.run("ls %s.*~ 2>/dev/null" % CONFIG).stdout == backups, "no backup was kept"
+    assert not host.file(MARKER).exists, "the rollout record is closed"
+    wait_kubelet_healthy(host, settle=5)
+    assert configz(host)["reservedMemory"] == running_before
+
+
+# --- an interrupted run is finished by the next one ------------------------------------------------
+
+def run_site_killed_after(extra, task):
+    """Run the kubelet part and SIGKILL the controller (ansible-playbook and its workers) as soon as
+    ``task`` has reported on the guest, as a lost laptop or CI runner would."""
+    command = ["ansible-playbook", "-i", os.environ["MOLECULE_INVENTORY_FILE"]] + SITE + [
+        "--tags", "kubelet", "-e", json.dumps(extra)]
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
+                            env=dict(os.environ, ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0", PYTHONUNBUFFERED="1"))
+    lines, in_task, killed = [], False, False
+    deadline = time.time() + 900
+    try:
+        for line in proc.stdout:
+            lines.append(line)
+            if line.startswith("TASK ["):
+                in_task = task in line
+            elif in_task and line.startswith(("changed:", "ok:")):
+                os.killpg(proc.pid, signal.SIGKILL)
+                killed = True
+                break
+            if time.time() > deadline:
+                break
+    finally:
+        if not killed:
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    output = "".join(lines)
+    assert killed, "the run never reached %r:\n%s" % (task, output[-3000:])
+    return output
+
+
+def interrupted_and_finished(host, api, options):
+    """Kill a run right after it stopped kubelet, prove the node is left down, run again; returns the
+    audit log mark taken before the first run."""
+    mark = AUDIT.mark()
+    change = dict(API, kubelet_cpu_manager_policy_options=options)
+    run_site_killed_after(change, "Stop the kubelet service")
+    # what the interrupted run left: kubelet stopped, the node cordoned, the record on the node
+    assert host.run("systemctl is-active kubelet").stdout.strip() != "active"
+    assert api.read_node(NODE).spec.unschedulable
+    record = json.loads(host.file(MARKER).content_string)
+    assert any(entry["path"] == CONFIG for entry in record["files"]), record
+    result = run_site(change)
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output[-4000:]
+    assert "unfinished change started at" in output, "the second run did not find the record"
+    assert not host.file(MARKER).exists
+    assert host.service("kubelet").is_running
+    assert configz(host)["cpuManagerPolicyOptions"] == options
+    ready = [c for c in api.read_node(NODE).status.conditions if c.type == "Ready"][0]
+    assert ready.status == "True"
+    return mark
+
+
+def test_an_interrupted_run_is_finished_and_the_node_returned_to_service(host, api):
+    assert not api.read_node(NODE).spec.unschedulable
+    mark = interrupted_and_finished(host, api, {"full-pcpus-only": "true"})
+    assert not api.read_node(NODE).spec.unschedulable, "the node was schedulable before and must be again"
+    seen = AUDIT.node_requests(since=mark)
+    assert seen[-1] == ("uncordon", NODE), seen
+
+
+def test_an_interrupted_run_keeps_the_operators_cordon(host, api):
+    """The operator cordoned the node for maintenance before the run: neither the interrupted run,
+    nor the one that finishes it, may put the node back into service."""
+    api.patch_node(NODE, {"spec": {"unschedulable": True}})
+    try:
+        mark = interrupted_and_finished(host, api, {"full-pcpus-only": "false"})
+        assert api.read_node(NODE).spec.unschedulable, "the operator's cordon was undone"
+        seen = AUDIT.node_requests(since=mark)
+        assert ("uncordon", NODE) not in seen, seen
+    finally:
+        api.patch_node(NODE, {"spec": {"unschedulable": False}})
+
+
+# --- kubeadm renders config.yaml again on upgrade -----------------------------------------------------
+
+# what `kubeadm init` left in the cluster, as far as `kubeadm upgrade node` reads it on a worker
+CLUSTER_CONFIGURATION = "apiVersion: kubeadm.k8s.io/v1beta4\nkind: ClusterConfiguration\nkubernetesVersion: v1.36.3\n"
+
+
+def put(create, replace, namespace, body):
+    try:
+        create(namespace, body)
+    except kubernetes.client.ApiException as exc:
+        if exc.status != 409:
+            raise
+        replace(body["metadata"]["name"], namespace, body)
+
+
+def test_kubeadm_upgrade_renders_config_yaml_again_and_the_settings_stay(host, api):
+    """The real kubeadm (built from the same k8s.io/kubernetes module as kubelet) runs the kubelet-config
+    phase of `kubeadm upgrade node` on the node: config.yaml is written again from the cluster's
+    kubelet-config ConfigMap, which knows nothing of NUMA. kubelet restarted on it still runs
+    numa.kube's settings: they live in the drop-in of the folder KUBELET_EXTRA_ARGS gives kubelet."""
+    uploaded = host.file(KUBEADM_CONFIG).content_string  # the cluster-wide configuration, as kubeadm uploaded it
+    rbac = kubernetes.client.RbacAuthorizationV1Api()
+    put(api.create_namespaced_config_map, api.replace_namespaced_config_map, "kube-system",
+        {"metadata": {"name": "kubeadm-config"}, "data": {"ClusterConfiguration": CLUSTER_CONFIGURATION}})
+    put(api.create_namespaced_config_map, api.replace_namespaced_config_map, "kube-system",
+        {"metadata": {"name": "kubelet-config"}, "data": {"kubelet": uploaded}})
+    # kubeadm lets every node read these two (its kubeadm:nodes-kubeadm-config and kubeadm:kubelet-config roles)
+    for name in ("kubeadm-config", "kubelet-config"):
+        role = "numa-test:read-" + name
+        put(rbac.create_namespaced_role, rbac.replace_namespaced_role, "kube-system", {
+            "metadata": {"name": role},
+            "rules": [{"apiGroups": [""], "resources": ["configmaps"], "resourceNames": [name], "verbs": ["get"]}]})
+        put(rbac.create_namespaced_role_binding, rbac.replace_namespaced_role_binding, "kube-system", {
+            "metadata": {"name": role},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": role},
+            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "system:nodes"}]})
+    before = configz(host)
+    assert before["cpuManagerPolicy"] == "static"
+    done = host.run("kubeadm upgrade node phase kubelet-config 2>&1")
+    print(done.stdout[-2500:])
+    assert done.rc == 0, done.stdout[-2500:]
+    assert "successfully upgraded" in done.stdout
+    rendered = yaml.safe_load(host.file(KUBEADM_CONFIG).content_string)
+    assert rendered["cpuManagerPolicy"] == "none" and "reservedMemory" not in rendered, rendered
+    host.run_expect([0], "systemctl restart kubelet")
+    wait_kubelet_healthy(host)
+    running = configz(host)
+    for field in ("cpuManagerPolicy", "memoryManagerPolicy", "topologyManagerPolicy", "topologyManagerScope",
+                  "reservedMemory"):
+        assert running[field] == before[field], (field, running[field], before[field])

@@ -1,0 +1,196 @@
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Volcano's NUMA-aware scheduling, deployed by site.yml's cluster phase (numa.kube.volcano_stack
+from Volcano v1.14.1's own release manifest, the Numatopology publisher, numa.kube.volcano_numa_aware),
+proven with the real Volcano scheduler and controllers, API server and kubelets.
+
+numa-kubelet runs the static CPU Manager with single-numa-node; numa-uneven best-effort, a node
+the plugin must never choose for a single-numa-node pod. Every test leaves numa-aware enabled.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import os
+import sys
+import time
+
+import kubernetes
+import pytest
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "resources"))
+from testlib import configz, cpu_list, node_cpus, run_module, wait  # noqa: E402 pylint: disable=wrong-import-position
+
+testinfra_hosts = ["ansible://numa-kubelet"]
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
+KUBECONFIG = os.path.join(ROOT, "tests", "output", "vm", "cluster", "control-plane", "admin.kubeconfig")
+NODE, UNEVEN = "numa-kubelet", "numa-uneven"
+NAMESPACE = "volcano-system"
+POLICY = "volcano.sh/numa-topology-policy"
+PUBLISHER = "numa-topology-publisher"
+SWITCH = {"kubeconfig": KUBECONFIG, "weight": 10, "topology_policy": "single-numa-node"}
+
+
+@pytest.fixture(scope="module")
+def api():
+    kubernetes.config.load_kube_config(KUBECONFIG)
+    return kubernetes.client.CoreV1Api()
+
+
+@pytest.fixture(scope="module")
+def custom(api):
+    return kubernetes.client.CustomObjectsApi()
+
+
+def topology(custom, node):
+    return custom.get_cluster_custom_object("nodeinfo.volcano.sh", "v1alpha1", "numatopologies", node)
+
+
+def free_cpus(custom, node=NODE):
+    return cpu_list(topology(custom, node)["spec"]["numares"]["cpu"]["allocatable"])
+
+
+def scheduler_loads(api):
+    """The plugin lists of each configuration load the scheduler logged, oldest first."""
+    pod = api.list_namespaced_pod(NAMESPACE, label_selector="app=volcano-scheduler").items[0]
+    log = api.read_namespaced_pod_log(pod.metadata.name, NAMESPACE)
+    return [line.split("plugins=[", 1)[1].rstrip("]").split() for line in log.splitlines()
+            if "Finished loading scheduler config" in line]
+
+
+def guide_pod(name, cpu, scheduler="volcano", node=None):
+    """The openFuyao guide's workload: Guaranteed, whole CPUs, single-numa-node, printing its CPUs."""
+    resources = {"cpu": cpu, "memory": "64Mi"}
+    spec = {"automountServiceAccountToken": False, "terminationGracePeriodSeconds": 1,
+            "containers": [{"name": "app", "image": "numa.kube/busybox:test", "imagePullPolicy": "Never",
+                            "command": ["sh", "-c", "echo cpus=$(cat /sys/fs/cgroup/cpuset.cpus.effective); "
+                                                    "sleep 3600"],
+                            "resources": {"requests": resources, "limits": resources}}]}
+    if scheduler:
+        spec["schedulerName"] = scheduler
+    if node:
+        spec["nodeSelector"] = {"kubernetes.io/hostname": node}
+    return {"metadata": {"name": name, "namespace": "default", "labels": {"app": name},
+                         "annotations": {POLICY: "single-numa-node"}}, "spec": spec}
+
+
+def delete_and_wait(api, name, pod=True):
+    """Delete the pod ``name`` (or only wait for a Deployment's pods, labelled app=name, to go)."""
+    if pod:
+        api.delete_namespaced_pod(name, "default", grace_period_seconds=0)
+    wait("pods of %s gone" % name, lambda: not api.list_namespaced_pod(
+        "default", label_selector="app=%s" % name).items, timeout=180)
+
+
+def test_every_node_has_a_numatopology_that_agrees_with_its_kubelet(host, api, custom):
+    config = configz(host)
+    obj = topology(custom, NODE)
+    spec = obj["spec"]
+    assert spec["policies"] == {"CPUManagerPolicy": config["cpuManagerPolicy"],
+                                "TopologyManagerPolicy": config["topologyManagerPolicy"]} == \
+        {"CPUManagerPolicy": "static", "TopologyManagerPolicy": "single-numa-node"}
+    for numa in (0, 1):
+        for cpu in node_cpus(host, numa):
+            assert spec["cpuDetail"][str(cpu)]["numa"] == numa, spec["cpuDetail"]
+    online = cpu_list(host.file("/sys/devices/system/cpu/online").content_string)
+    reserved = cpu_list(obj["metadata"]["annotations"]["numa.kube/reserved-cpus"])
+    print("numa-kubelet: reserved CPUs %s, free %s" % (sorted(reserved), spec["numares"]["cpu"]["allocatable"]))
+    assert len(reserved) == 1, "kubeReserved cpu 500m: kubelet keeps one whole CPU"
+    assert free_cpus(custom) == online - reserved, "no pod holds an exclusive CPU yet"
+    assert spec["numares"]["cpu"]["capacity"] == len(online)
+    assert [(o["kind"], o["name"]) for o in obj["metadata"]["ownerReferences"]] == [("Node", NODE)]
+    assert topology(custom, UNEVEN)["spec"]["policies"]["TopologyManagerPolicy"] == "best-effort"
+
+
+def test_numa_aware_is_on_and_the_scheduler_runs_it(api):
+    result = run_module("numa.kube.volcano_numa_aware", dict(SWITCH, state="query"))
+    assert not result.get("failed"), result
+    assert (result["changed"], result["status"], result["weight"]) == (False, "open", 10)
+    assert list(result["nodes"]) == [UNEVEN], "best-effort cannot serve single-numa-node pods: %s" % result["nodes"]
+    assert "numa-aware" in scheduler_loads(api)[-1]
+
+
+def test_the_guides_deployment_runs_on_one_numa_node_and_the_publisher_follows(host, api, custom):
+    apps = kubernetes.client.AppsV1Api()
+    template = guide_pod("numa-guide", "1")
+    deployment = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "numa-guide"},
+                  "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "numa-guide"}},
+                           "template": {"metadata": {"labels": template["metadata"]["labels"],
+                                                     "annotations": template["metadata"]["annotations"]},
+                                        "spec": template["spec"]}}}
+    apps.create_namespaced_deployment("default", deployment)
+    try:
+        def running():
+            pods = [p for p in api.list_namespaced_pod("default", label_selector="app=numa-guide").items
+                    if p.status.phase == "Running"]
+            return pods[0] if pods else None
+
+        pod = wait("the guide's pod running", running)
+        placed = time.time()
+        assert pod.spec.node_name == NODE, "Volcano put it on %s, whose policy is best-effort" % pod.spec.node_name
+        log = wait("the pod's report", lambda: api.read_namespaced_pod_log(pod.metadata.name, "default"))
+        cpus = cpu_list(log.split("cpus=", 1)[1].split()[0])
+        print("guide pod on %s: CPUs %s" % (pod.spec.node_name, sorted(cpus)))
+        assert len(cpus) == 1 and any(cpus <= node_cpus(host, numa) for numa in (0, 1)), cpus
+        wait("the Numatopology without the pod's CPU", lambda: not (free_cpus(custom) & cpus), timeout=60,
+             interval=0.5)
+        print("Numatopology reflected the pinned CPU %.1f s after the pod ran" % (time.time() - placed))
+
+        # the publisher restarts: it writes again at once (so the scheduler sees an update), the same truth
+        started = topology(custom, NODE)["metadata"]["annotations"]["numa.kube/publisher-started"]
+        old = [p for p in api.list_namespaced_pod(NAMESPACE, label_selector="app=%s" % PUBLISHER).items
+               if p.spec.node_name == NODE][0]
+        api.delete_namespaced_pod(old.metadata.name, NAMESPACE)
+        wait("the new publisher's write", lambda: topology(custom, NODE)["metadata"]["annotations"]
+             ["numa.kube/publisher-started"] != started, timeout=180)
+        assert not free_cpus(custom) & cpus, "after its restart the publisher still counts the pod's CPU as taken"
+    finally:
+        apps.delete_namespaced_deployment("numa-guide", "default")
+        delete_and_wait(api, "numa-guide", pod=False)
+    wait("the CPU free again in the Numatopology", lambda: free_cpus(custom) & cpus, timeout=60)
+
+
+def test_a_pod_no_numa_node_can_hold_waits_under_volcano_but_fails_on_kubelet_under_the_default_scheduler(host, api):
+    free = [len(node_cpus(host, numa)) for numa in (0, 1)]
+    assert all(count < 3 for count in free), "no NUMA node has 3 CPUs"
+    api.create_namespaced_pod("default", dict(guide_pod("wide-volcano", "3", node=NODE), apiVersion="v1", kind="Pod"))
+    try:
+        def refused():
+            pod = api.read_namespaced_pod("wide-volcano", "default")
+            text = " ".join("%s %s" % (c.reason, c.message) for c in pod.status.conditions or [])
+            return text if "cannot be assigned by numa" in text else None
+
+        text = wait("Volcano's NUMA reason on the pod", refused, timeout=180)
+        print("under Volcano: %s" % text)
+        time.sleep(10)  # a few more scheduling cycles: it must stay unbound
+        pod = api.read_namespaced_pod("wide-volcano", "default")
+        assert pod.spec.node_name is None and pod.status.phase == "Pending", pod.status
+    finally:
+        delete_and_wait(api, "wide-volcano")
+
+    api.create_namespaced_pod("default", dict(guide_pod("wide-default", "3", scheduler=None, node=NODE),
+                                              apiVersion="v1", kind="Pod"))
+    try:
+        def ended():
+            pod = api.read_namespaced_pod("wide-default", "default")
+            return pod if pod.status.phase == "Failed" else None
+
+        pod = wait("the default scheduler's pod ends", ended, timeout=180)
+        print("under the default scheduler: bound to %s, %s: %s"
+              % (pod.spec.node_name, pod.status.reason, pod.status.message))
+        assert pod.spec.node_name == NODE and pod.status.reason == "TopologyAffinityError"
+    finally:
+        delete_and_wait(api, "wide-default")
+
+
+def test_disable_then_enable_each_runs_in_the_scheduler_and_a_second_enable_changes_nothing(api):
+    for state, present in (("disabled", False), ("enabled", True)):
+        result = run_module("numa.kube.volcano_numa_aware", dict(SWITCH, state=state))
+        assert not result.get("failed"), result
+        assert result["changed"] and result["status"] == ("open" if present else "close"), result
+        print("%s: the scheduler reloaded in %s s" % (state, result["activation"].get("seconds")))
+        assert ("numa-aware" in scheduler_loads(api)[-1]) is present
+    again = run_module("numa.kube.volcano_numa_aware", dict(SWITCH, state="enabled"))
+    assert not again.get("failed") and again["changed"] is False, again

@@ -1,0 +1,228 @@
+# -*- coding: utf-8 -*-
+# Copyright: numa.kube contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The NUMA device plugin stack: its objects, and what a node needs for the plugin to align pods.
+
+The plugin (the node agent's ``device-plugin`` program) advertises ``numa-align/numa-N`` per NUMA
+node with CPUs. A pod asking for one gets the node's devices, and only the Topology Manager turns
+that into CPUs and memory of node N: with kubelet's static CPU Manager and the policy
+``single-numa-node`` or ``restricted``. Under any other policy the resource is handed out and
+nothing is aligned, which is worse than no plugin, so such nodes are refused.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+APP = "numa-resource-plugin"
+RESOURCE_PREFIX = "numa-align/numa-"
+ALIGNING_POLICIES = ("single-numa-node", "restricted")
+DEFAULT_SOCKET_DIR = "/var/lib/kubelet/device-plugins"
+DEFAULT_TOLERATIONS = [{"key": "CriticalAddonsOnly", "operator": "Exists"},
+                       {"operator": "Exists", "effect": "NoSchedule"}]
+DEFAULT_RESOURCES = {"requests": {"cpu": "10m", "memory": "48Mi"}, "limits": {"memory": "128Mi"}}
+
+
+def labels(name, extra=None):
+    found = {"app": APP, "app.kubernetes.io/name": APP,
+             "app.kubernetes.io/instance": name, "app.kubernetes.io/managed-by": "numa.kube"}
+    found.update(extra or {})
+    return found
+
+
+def objects(params):
+    """ServiceAccount, ConfigMap and DaemonSet of the stack, in the order they are applied."""
+    name, namespace = params["name"], params["namespace"]
+    meta = {"name": name, "namespace": namespace, "labels": labels(name, params.get("labels"))}
+    selector = {"app": meta["labels"]["app"], "app.kubernetes.io/instance": name}
+    socket_dir = params["socket_dir"]
+    container = {
+        "name": "plugin",
+        "image": params["image"],
+        "imagePullPolicy": params["image_pull_policy"],
+        "args": ["device-plugin", "--sysfs=/sys"],
+        "envFrom": [{"configMapRef": {"name": name}}],
+        "resources": params.get("resources") or DEFAULT_RESOURCES,
+        # root only to write into kubelet's folder (root's own, no capability needed); nothing else
+        "securityContext": {"runAsUser": 0, "runAsNonRoot": False, "allowPrivilegeEscalation": False,
+                            "readOnlyRootFilesystem": True, "capabilities": {"drop": ["ALL"]},
+                            "seccompProfile": {"type": "RuntimeDefault"}},
+        "volumeMounts": [{"name": "device-plugins", "mountPath": socket_dir}],
+    }
+    pod_spec = {
+        "serviceAccountName": name,
+        "automountServiceAccountToken": False,  # the plugin talks to kubelet only
+        "priorityClassName": params["priority_class_name"],
+        "nodeSelector": params.get("node_selector") or {},
+        "tolerations": DEFAULT_TOLERATIONS if params.get("tolerations") is None else params["tolerations"],
+        "terminationGracePeriodSeconds": 10,
+        "containers": [container],
+        "volumes": [{"name": "device-plugins", "hostPath": {"path": socket_dir, "type": "Directory"}}],
+    }
+    if not pod_spec["nodeSelector"]:
+        del pod_spec["nodeSelector"]
+    if not pod_spec["priorityClassName"]:
+        del pod_spec["priorityClassName"]
+    return [
+        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": dict(meta), "automountServiceAccountToken": False},
+        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": dict(meta),
+         "data": {"NUMA_CAPACITY": str(params["capacity"]), "NUMA_SOCKET_DIR": socket_dir}},
+        {"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": dict(meta), "spec": {
+            "selector": {"matchLabels": selector},
+            "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1}},
+            "template": {"metadata": {"labels": dict(meta["labels"])}, "spec": pod_spec}}},
+    ]
+
+
+def alignment_problems(node, config):
+    """Why the kubelet of ``node``, running ``config``, would not align pods to the resource."""
+    problems = []
+    cpu = config.get("cpuManagerPolicy") or "none"
+    topology = config.get("topologyManagerPolicy") or "none"
+    if cpu != "static":
+        problems.append("%s: kubelet runs cpuManagerPolicy %r; numa-align/numa-N pins a pod's CPUs to its "
+                        "NUMA node only under the static CPU Manager: set kubelet_cpu_manager_policy static "
+                        "(numa.kube.kubelet) or leave this node out with node_selector" % (node, cpu))
+    if topology not in ALIGNING_POLICIES:
+        problems.append("%s: kubelet runs topologyManagerPolicy %r; only %s make the Topology Manager put a "
+                        "pod on the NUMA node of its numa-align/numa-N devices: set kubelet_topology_manager_policy "
+                        "(numa.kube.kubelet) or leave this node out with node_selector"
+                        % (node, topology, " or ".join(ALIGNING_POLICIES)))
+    return problems
+
+
+def rollout_state(daemonset, nodes):
+    """(done, text) for a DaemonSet expected on ``nodes`` nodes."""
+    if daemonset is None:
+        return False, "the DaemonSet is not there"
+    status = daemonset.get("status") or {}
+    generation = daemonset["metadata"].get("generation", 0)
+    desired = status.get("desiredNumberScheduled", 0)
+    updated = status.get("updatedNumberScheduled", 0)
+    available = status.get("numberAvailable", 0)
+    text = "%d of %d pods updated, %d available, on %d selected nodes" % (updated, desired, available, nodes)
+    done = (status.get("observedGeneration", 0) >= generation and desired >= nodes
+            and updated == desired and available == desired)
+    return done, text
+
+
+def numa_resources(node, prefix=RESOURCE_PREFIX):
+    """{NUMA id: allocatable count} of the plugin's resources on a Node object."""
+    found = {}
+    for name, value in ((node.get("status") or {}).get("allocatable") or {}).items():
+        if name.startswith(prefix) and name[len(prefix):].isdigit():
+            try:
+                found[int(name[len(prefix):])] = int(value)
+            except ValueError:
+                found[int(name[len(prefix):])] = value
+    return found
+
+
+def allocatable_problems(node, capacity, expected=None, prefix=RESOURCE_PREFIX):
+    """What is missing from a Node's allocatable: every NUMA node with CPUs at ``capacity``.
+
+    ``expected`` lists the NUMA ids with CPUs when the caller knows them (the node phase's facts);
+    without it, at least one resource must be there and every one at capacity.
+    """
+    name = node["metadata"]["name"]
+    found = numa_resources(node, prefix)
+    ids = sorted(expected) if expected is not None else sorted(found)
+    if not ids:
+        return ["%s: no %sN in allocatable yet" % (name, prefix)]
+    return ["%s: %s%d is %s in allocatable, expected %d" % (name, prefix, numa, found.get(numa, "absent"), capacity)
+            for numa in ids if found.get(numa) != capacity]
+
+
+class PluginError(Exception):
+    """The stack cannot be deployed as asked; ``problems`` says why, node by node."""
+
+    def __init__(self, problems, result=None):
+        super(PluginError, self).__init__("; ".join(problems))
+        self.problems = problems
+        self.result = result or {}
+
+
+def _expected_ids(params, node):
+    expected = (params.get("numa_nodes") or {}).get(node)
+    return None if expected is None else [int(numa) for numa in expected]
+
+
+def run(api, params, check_mode, wait_for):
+    """Apply (or remove) the stack and prove it; returns the module's result (changed, diff...)."""
+    result = {"changed": False, "objects": [], "nodes": {}, "diff": []}
+    stack = objects(params)
+    if params["state"] == "absent":
+        for obj in reversed(stack):
+            changed, before = api.delete(obj, check_mode)
+            result["objects"].append({"object": describe_ref(obj), "changed": changed})
+            if changed:
+                result["changed"] = True
+                result["diff"].append({"before": before, "after": {}, "before_header": describe_ref(obj)})
+        if params["wait"] and not check_mode and result["changed"]:
+            done, _value, waited = wait_for(lambda: (not _pods_of(api, params), None), params["wait_timeout"])
+            if not done:
+                raise PluginError(["the plugin's pods were still there %d s after the DaemonSet was deleted"
+                                   % waited], result)
+        return result
+
+    nodes = api.nodes(params.get("node_selector"))
+    names = [node["metadata"]["name"] for node in nodes]
+    if not names:
+        raise PluginError(["no Node matches node_selector %r: the plugin would run nowhere; label the nodes "
+                           "that should advertise numa-align/numa-N or change node_selector"
+                           % (params.get("node_selector") or {})])
+    problems = []
+    # a preview reads what the same run's node phase would leave, where the caller knows it
+    planned = (params.get("kubelet_plan") or {}) if check_mode else {}
+    for name in names:
+        config = planned[name] if name in planned else api.kubelet_config(name)
+        problems.extend(alignment_problems(name, config))
+    if problems:
+        raise PluginError(problems)
+
+    for obj in stack:
+        changed, before, after = api.apply(obj, check_mode)
+        result["objects"].append({"object": describe_ref(obj), "changed": changed})
+        if changed:
+            result["changed"] = True
+            result["diff"].append({"before": before, "after": after, "before_header": describe_ref(obj),
+                                   "after_header": describe_ref(obj)})
+    if check_mode or not params["wait"]:
+        return result
+
+    daemonset = stack[-1]
+    ds_path = "/apis/apps/v1/namespaces/%s/daemonsets/%s" % (params["namespace"], params["name"])
+    done, text, waited = wait_for(lambda: rollout_state(api.get(ds_path), len(names)), params["wait_timeout"])
+    if not done:
+        raise PluginError(["the DaemonSet %s/%s did not roll out within %d s: %s"
+                           % (params["namespace"], daemonset["metadata"]["name"], waited, text)], result)
+    result["rollout_seconds"] = round(waited, 1)
+
+    def advertised():
+        found = {}
+        missing = []
+        for node in api.nodes(params.get("node_selector")):
+            name = node["metadata"]["name"]
+            found[name] = dict(("%s%d" % (RESOURCE_PREFIX, numa), count)
+                               for numa, count in sorted(numa_resources(node).items()))
+            missing.extend(allocatable_problems(node, params["capacity"], _expected_ids(params, name)))
+        return not missing, (found, missing)
+
+    done, (found, missing), waited = wait_for(advertised, params["wait_timeout"])
+    result["nodes"] = found
+    if not done:
+        raise PluginError(["the plugin runs but kubelet does not show its resources within %d s: %s"
+                           % (waited, "; ".join(missing))], result)
+    return result
+
+
+def _pods_of(api, params):
+    answer = api.get("/api/v1/namespaces/%s/pods" % params["namespace"],
+                     label_selector="app.kubernetes.io/instance=%s,app=%s" % (params["name"], APP))
+    return (answer or {}).get("items", [])
+
+
+def describe_ref(obj):
+    meta = obj["metadata"]
+    return "%s %s/%s" % (obj["kind"], meta["namespace"], meta["name"]) if meta.get("namespace") else \
+        "%s %s" % (obj["kind"], meta["name"])

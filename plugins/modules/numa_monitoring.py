@@ -1,0 +1,281 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: numa.kube contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+---
+module: numa_monitoring
+short_description: Deploy the NUMA exporter, its ServiceMonitor, alerts and dashboard into a cluster and prove it
+version_added: "0.1.0"
+description:
+  - Deploys the node agent's NUMA exporter as a DaemonSet in each selected node's network namespace,
+    listening on the node's address only and serving HTTPS, with its ServiceAccount (allowed to list
+    pods, to name containers), a headless Service C(numa-exporter) (label C(app=numa-exporter),
+    port C(https)), a TLS Secret, a Prometheus Operator ServiceMonitor and PrometheusRule, and a
+    Grafana dashboard ConfigMap that the kube-prometheus-stack dashboard sidecar loads (server-side
+    apply, field manager C(numa.kube)).
+  - The exporter serves per NUMA node the CPUs (online, allocatable, exclusively assigned), memory
+    (total, free, used, assigned and allocatable per kubelet's memory manager), huge pages per
+    size, the kernel's numastat counters and distances; per container the CPUs, memory and devices
+    kubelet assigned on each NUMA node (kubelet's PodResources API) and the bytes of its memory on
+    each NUMA node (its cgroup's C(memory.numa_stat)); each PCI device's NUMA node.
+  - The TLS Secret is made by the module (its own CA and a certificate for the Service's DNS name,
+    renewed 30 days before its end), unless O(tls_secret) names one of the user's; the ServiceMonitor
+    tells Prometheus to verify the exporters against that CA under that name.
+  - Then waits for the DaemonSet's rollout and for every selected node's exporter to answer
+    C(/metrics) (through the API server's pod proxy).
+  - When the cluster does not serve the C(monitoring.coreos.com/v1) ServiceMonitor and
+    PrometheusRule, fails with a clear message before applying anything, or, with
+    O(without_operator=service), deploys the exporter and its Service alone.
+  - O(state=absent) removes what the module made (a Secret given as O(tls_secret) stays).
+author:
+  - numa.kube contributors (@numa-kube)
+extends_documentation_fragment:
+  - numa.kube.kube_auth
+options:
+  state:
+    description: Whether the stack is deployed or removed.
+    type: str
+    choices: [present, absent]
+    default: present
+  name:
+    description: Name of the DaemonSet, Service, ServiceAccount, ServiceMonitor and PrometheusRule (the C(job) label of the metrics).
+    type: str
+    default: numa-exporter
+  namespace:
+    description: Namespace of the objects; made if it does not exist.
+    type: str
+    default: volcano-system
+  image:
+    description:
+      - The node agent image (built from the collection's C(agent/Containerfile) and pushed to your
+        registry). Required with O(state=present).
+    type: str
+  image_pull_policy:
+    description: The containers' C(imagePullPolicy).
+    type: str
+    choices: [Always, IfNotPresent, Never]
+    default: IfNotPresent
+  port:
+    description: The port the exporter serves HTTPS on, on each node's address.
+    type: int
+    default: 9201
+  tls_secret:
+    description:
+      - A Secret of yours in O(namespace) with C(ca.crt), C(tls.crt) and C(tls.key) (as cert-manager
+        writes them) whose certificate names C(<name>.<namespace>.svc). The module checks it and
+        never changes it.
+      - Empty makes C(<name>-tls) with a CA of its own.
+    type: str
+    default: ""
+  interval:
+    description: How often Prometheus scrapes each exporter (the ServiceMonitor's endpoint interval).
+    type: str
+    default: 30s
+  service_monitor:
+    description: Whether to make the ServiceMonitor.
+    type: bool
+    default: true
+  service_monitor_labels:
+    description:
+      - Extra labels of the ServiceMonitor. kube-prometheus-stack's Prometheus selects
+        ServiceMonitors by its C(release) label unless told otherwise, e.g. C(release=kube-prometheus-stack).
+    type: dict
+    default: {}
+  prometheus_rule:
+    description: Whether to make the PrometheusRule with the NUMA alerts.
+    type: bool
+    default: true
+  rule_labels:
+    description: Extra labels of the PrometheusRule (kube-prometheus-stack selects rules by C(release) too).
+    type: dict
+    default: {}
+  memory_threshold:
+    description: Fraction of a NUMA node's memory in use above which C(NumaNodeMemoryNearlyExhausted) fires (after 10 minutes).
+    type: float
+    default: 0.9
+  miss_ratio_threshold:
+    description: Fraction of a NUMA node's allocations served by another node above which C(NumaNodeMissRatioHigh) fires (after 15 minutes).
+    type: float
+    default: 0.1
+  dashboard:
+    description:
+      - The Grafana dashboard (its JSON model) to ship as a ConfigMap; the role
+        numa.kube.numa_monitoring passes the collection's own. No ConfigMap when empty.
+    type: dict
+  dashboard_labels:
+    description: Labels of the dashboard ConfigMap, those the Grafana dashboard sidecar looks for.
+    type: dict
+    default: {grafana_dashboard: "1"}
+  dashboard_namespace:
+    description: Namespace of the dashboard ConfigMap; O(namespace) when empty.
+    type: str
+    default: ""
+  without_operator:
+    description:
+      - What to do when Prometheus Operator's resources are not served by the cluster. C(fail) stops
+        before anything is applied; C(service) deploys the exporter, its Service and the dashboard,
+        without ServiceMonitor and PrometheusRule.
+    type: str
+    choices: [fail, service]
+    default: fail
+  node_selector:
+    description: Labels of the nodes the exporter runs on; every node when empty.
+    type: dict
+    default: {}
+  tolerations:
+    description: The pods' tolerations. Default C(CriticalAddonsOnly) and every C(NoSchedule) taint.
+    type: list
+    elements: dict
+  priority_class_name:
+    description: The pods' priority class; empty for none.
+    type: str
+    default: system-node-critical
+  resources:
+    description: The container's resources. Default requests 20m CPU and 40Mi, limit 96Mi memory.
+    type: dict
+  labels:
+    description: Extra labels for every object and pod.
+    type: dict
+    default: {}
+  wait:
+    description: Wait for the rollout and for every selected node's exporter to serve.
+    type: bool
+    default: true
+  wait_timeout:
+    description: Seconds each wait may take.
+    type: int
+    default: 300
+notes:
+  - Check mode applies with the API server's dry run, so the diff shows what the server would store;
+    Secret values are hidden in the diff.
+  - Runs where the C(kubernetes) Python client is, usually the controller (C(delegate_to=localhost));
+    making the TLS Secret needs the C(cryptography) library there too (ansible-core depends on it).
+  - The exporter needs kubelet's PodResources API (on by default since Kubernetes 1.28).
+seealso:
+  - module: numa.kube.numa_resource_plugin
+"""
+
+EXAMPLES = r"""
+- name: NUMA exporter, ServiceMonitor, alerts and dashboard for kube-prometheus-stack
+  numa.kube.numa_monitoring:
+    image: registry.example/numa-kube/node-agent:0.1.0
+    namespace: monitoring
+    service_monitor_labels: {release: kube-prometheus-stack}
+    rule_labels: {release: kube-prometheus-stack}
+    dashboard: "{{ lookup('ansible.builtin.file', 'numa-dashboard.json') | from_json }}"
+  delegate_to: localhost
+  run_once: true
+
+- name: The exporter alone, in a cluster without Prometheus Operator
+  numa.kube.numa_monitoring:
+    image: registry.example/numa-kube/node-agent:0.1.0
+    without_operator: service
+  delegate_to: localhost
+
+- name: Remove the stack
+  numa.kube.numa_monitoring:
+    state: absent
+  delegate_to: localhost
+"""
+
+RETURN = r"""
+objects:
+  description: Each object of the stack and whether it changed.
+  returned: always
+  type: list
+  elements: dict
+  sample: [{object: Service volcano-system/numa-exporter, changed: false}]
+operator:
+  description: Whether the cluster serves Prometheus Operator's ServiceMonitor and PrometheusRule.
+  returned: always
+  type: bool
+tls:
+  description: What became of the TLS Secret.
+  returned: when state is present
+  type: str
+  sample: Secret volcano-system/numa-exporter-tls serves numa-exporter.volcano-system.svc
+nodes:
+  description: Per selected node, C(serving) once its exporter answered, else why not.
+  returned: when state is present, wait is true and not in check mode
+  type: dict
+  sample: {worker-1: serving}
+rollout_seconds:
+  description: Seconds the DaemonSet took to roll out.
+  returned: when state is present, wait is true and not in check mode
+  type: float
+  sample: 12.5
+"""
+
+import traceback
+
+from ansible.module_utils.basic import AnsibleModule, missing_required_lib
+
+from ansible_collections.numa.kube.plugins.module_utils.kube_api import (
+    AUTH_ARGUMENT_SPEC,
+    HAS_KUBERNETES,
+    KubeApi,
+    KubeApiError,
+    wait_for,
+)
+from ansible_collections.numa.kube.plugins.module_utils.monitoring import MonitoringError, run
+
+
+def main():
+    argument_spec = dict(
+        state=dict(type="str", choices=["present", "absent"], default="present"),
+        name=dict(type="str", default="numa-exporter"),
+        namespace=dict(type="str", default="volcano-system"),
+        image=dict(type="str"),
+        image_pull_policy=dict(type="str", choices=["Always", "IfNotPresent", "Never"], default="IfNotPresent"),
+        port=dict(type="int", default=9201),
+        tls_secret=dict(type="str", default="", no_log=False),  # a Secret's name, not a secret
+        interval=dict(type="str", default="30s"),
+        service_monitor=dict(type="bool", default=True),
+        service_monitor_labels=dict(type="dict", default={}),
+        prometheus_rule=dict(type="bool", default=True),
+        rule_labels=dict(type="dict", default={}),
+        memory_threshold=dict(type="float", default=0.9),
+        miss_ratio_threshold=dict(type="float", default=0.1),
+        dashboard=dict(type="dict"),
+        dashboard_labels=dict(type="dict", default={"grafana_dashboard": "1"}),
+        dashboard_namespace=dict(type="str", default=""),
+        without_operator=dict(type="str", choices=["fail", "service"], default="fail"),
+        node_selector=dict(type="dict", default={}),
+        tolerations=dict(type="list", elements="dict"),
+        priority_class_name=dict(type="str", default="system-node-critical"),
+        resources=dict(type="dict"),
+        labels=dict(type="dict", default={}),
+        wait=dict(type="bool", default=True),
+        wait_timeout=dict(type="int", default=300),
+    )
+    argument_spec.update(AUTH_ARGUMENT_SPEC)
+    module = AnsibleModule(argument_spec=argument_spec, supports_check_mode=True,
+                           required_if=[("state", "present", ["image"])])
+    if not HAS_KUBERNETES:
+        module.fail_json(msg=missing_required_lib("kubernetes"), exception=traceback.format_exc())
+    params = module.params
+    for option in ("memory_threshold", "miss_ratio_threshold"):
+        if not 0 < params[option] < 1:
+            module.fail_json(msg="%s must be a fraction between 0 and 1 (e.g. 0.9), got %s" % (option, params[option]))
+    if not 0 < params["port"] < 65536:
+        module.fail_json(msg="port must be a TCP port (1-65535), got %d" % params["port"])
+    try:
+        result = run(KubeApi(params), params, module.check_mode, wait_for)
+    except MonitoringError as exc:
+        module.fail_json(msg="; ".join(exc.problems), problems=exc.problems, **exc.result)
+    except KubeApiError as exc:
+        module.fail_json(msg=str(exc))
+    diff = result.pop("diff")
+    if module._diff:
+        result["diff"] = diff
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()
