@@ -23,6 +23,8 @@ recipe=$( (cat "$0" "$here/numa_kube_zipcache.py"; printf '%s\n' "$suite" "${pac
 out=$cache/images/$recipe
 image=$out/base.qcow2
 log() { echo "build-image: $*" >&2; }
+# set -e alone would end the build without a word (CI shows no more than the output's end)
+trap 'log "failed (exit $?) at line $LINENO: $BASH_COMMAND"' ERR
 
 if [ -f "$image" ]; then
   echo "$image"
@@ -34,10 +36,11 @@ for tool in debootstrap mkfs.ext4 sfdisk qemu-system-x86_64 qemu-img ssh-keygen;
 done
 
 mkdir -p "$cache"
+# work folders of builds that were killed outright (their EXIT trap never ran): close to a GiB each
+find "$cache" -maxdepth 1 -name 'build.*' -type d -mmin +180 -exec rm -rf {} +
 work=$(mktemp -d "$cache/build.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 root=$work/rootfs
-mkdir -p "$out"
 
 log "debootstrap $suite into $root (a few minutes)"
 debootstrap --variant=minbase --include="$(IFS=,; echo "${packages[*]}")" "$suite" "$root" "$mirror" \
@@ -49,8 +52,10 @@ printf '127.0.0.1 localhost\n127.0.1.1 numa-guest\n' > "$root/etc/hosts"
 echo 'LABEL=numaroot / ext4 defaults,errors=remount-ro 0 1' > "$root/etc/fstab"
 mkdir -p "$root/etc/systemd/network" "$root/root/.ssh"
 printf '[Match]\nName=en* eth*\n\n[Network]\nDHCP=ipv4\n' > "$root/etc/systemd/network/50-dhcp.network"
-ssh-keygen -q -t ed25519 -N '' -f "$out/id_ed25519" -C numa-kube-test
-install -m 0600 "$out/id_ed25519.pub" "$root/root/.ssh/authorized_keys"
+# the key goes into the cache folder only with the finished image: a build cut short leaves none behind
+# (ssh-keygen asks before overwriting, and without a terminal that is a refusal)
+ssh-keygen -q -t ed25519 -N '' -f "$work/id_ed25519" -C numa-kube-test
+install -m 0600 "$work/id_ed25519.pub" "$root/root/.ssh/authorized_keys"
 chmod 0700 "$root/root/.ssh"
 cat > "$root/etc/ssh/sshd_config.d/50-numa-kube.conf" <<'CONF'
 PermitRootLogin prohibit-password
@@ -119,7 +124,11 @@ timeout 1200 qemu-system-x86_64 -machine q35 -accel "$accel" -cpu max -smp 2 -m 
 grep -q "grub-install: info\|Installation finished" "$work/firstboot.log" || true
 
 qemu-img convert -O qcow2 "$work/disk.raw" "$work/base.qcow2"
-mv "$work/base.qcow2" "$image"
+mkdir -p "$out"
+install -m 0600 "$work/id_ed25519" "$out/id_ed25519"
+install -m 0644 "$work/id_ed25519.pub" "$out/id_ed25519.pub"
 cp "$work/firstboot.log" "$out/firstboot.log"
+# the image comes last: its presence is what says the build is complete
+mv "$work/base.qcow2" "$image"
 log "done: $image"
 echo "$image"
