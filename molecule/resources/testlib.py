@@ -171,10 +171,23 @@ class PausedGuest(object):
         return False
 
 
+def _literal(value):
+    """``value`` with every string that looks like a template wrapped in a raw block: ad-hoc module
+    arguments are templated, and a Grafana legend such as ``{{node}}`` would be read as a variable
+    (a playbook's ``lookup('file')`` hands the module the same text untemplated)."""
+    if isinstance(value, dict):
+        return dict((key, _literal(item)) for key, item in value.items())
+    if isinstance(value, list):
+        return [_literal(item) for item in value]
+    if isinstance(value, str) and ("{{" in value or "{%" in value or "{#" in value):
+        return "{% raw %}" + value + "{% endraw %}"
+    return value
+
+
 def run_module(module, args, check=False, diff=False, timeout=900):
     """One module run on the controller (localhost), as a playbook's delegated task runs it; returns
     its result (``failed`` and ``msg`` on failure)."""
-    command = ["ansible", "localhost", "-i", "localhost,", "-c", "local", "-m", module, "-a", json.dumps(args)]
+    command = ["ansible", "localhost", "-i", "localhost,", "-c", "local", "-m", module, "-a", json.dumps(_literal(args))]
     command += (["--check"] if check else []) + (["--diff"] if diff else [])
     env = dict(os.environ, ANSIBLE_STDOUT_CALLBACK="json", ANSIBLE_LOAD_CALLBACK_PLUGINS="1", ANSIBLE_NOCOLOR="1",
                ANSIBLE_PYTHON_INTERPRETER=sys.executable)

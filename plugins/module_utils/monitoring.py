@@ -128,6 +128,10 @@ def service_monitor(params):
         "interval": params["interval"],
         "tlsConfig": {"ca": {"secret": {"name": tls_secret_name(params), "key": "ca.crt"}},
                       "serverName": server_name(params)},
+        # the exporter's own namespace, pod and container labels name the workload a series is
+        # about; without this the operator's target labels (the exporter pod's) would take those
+        # names and push the workload's into exported_namespace, exported_pod, exported_container
+        "honorLabels": True,
         # the node's name, which dashboards and alerts group by, rather than its address
         "relabelings": [{"sourceLabels": ["__meta_kubernetes_pod_node_name"], "targetLabel": "node",
                          "action": "replace"}],

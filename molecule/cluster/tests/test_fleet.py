@@ -78,17 +78,31 @@ def assert_numa_kubelet_with_a_reservation_spread_by_memory(guest, nodes, slack_
 # --- the rollout: one node at a time, one drain each -----------------------------------------------
 
 def test_nodes_were_changed_one_at_a_time_each_inside_one_drain(host, uneven, api):
-    """The API server saw each node cordoned, its pod evicted and the node uncordoned, numa-uneven
+    """The API server saw each node cordoned, its pods evicted and the node uncordoned, numa-uneven
     only after numa-kubelet was back (numa_kube_batch_size 1). numa-kubelet's containerd restart,
     kubelet change and reboot all happened inside its one drain. The check-mode run before the
     converge asked for nothing: the log holds nothing else."""
     seen = AUDIT.node_requests(times=True)
     print("audit: %s" % seen)
-    assert [(verb, name) for verb, name, _when in seen] == [
-        ("cordon", KUBELET), ("evict", "running-on-" + KUBELET), ("uncordon", KUBELET),
-        ("cordon", UNEVEN), ("evict", "running-on-" + UNEVEN), ("uncordon", UNEVEN)], seen
+    marks = [(verb, name) for verb, name, _when in seen if verb != "evict"]
+    assert marks == [("cordon", KUBELET), ("uncordon", KUBELET), ("cordon", UNEVEN), ("uncordon", UNEVEN)], seen
+    # every eviction falls inside one node's drain, and each drain evicted that node's test pod;
+    # numa-uneven's also takes the test bed's Prometheus when prometheus-operator has placed it
+    # there by then (prepare pins it to the infra node; the operator's timing decides)
+    drains, draining = {}, None
+    for verb, name, _when in seen:
+        if verb == "evict":
+            assert draining, "eviction of %s outside a drain" % name
+            drains[draining].add(name)
+        else:
+            draining = name if verb == "cordon" else None
+            drains.setdefault(name, set())
+    assert drains[KUBELET] == {"running-on-" + KUBELET}, drains
+    assert drains[UNEVEN] - {"prometheus-numa-0"} == {"running-on-" + UNEVEN}, drains
     # guest and host clocks both come from the host (qemu's RTC); a reboot takes minutes
-    assert seen[1][2] < boot_time(host) < seen[2][2], "numa-kubelet rebooted inside its drain"
+    evicted_kubelet = [w for v, n, w in seen if (v, n) == ("evict", "running-on-" + KUBELET)][0]
+    uncordoned_kubelet = [w for v, n, w in seen if (v, n) == ("uncordon", KUBELET)][0]
+    assert evicted_kubelet < boot_time(host) < uncordoned_kubelet, "numa-kubelet rebooted inside its drain"
     assert boot_time(uneven) < seen[0][2], "numa-uneven was not rebooted (kernel_args_reboot_ok is off there)"
     for name in (KUBELET, UNEVEN):
         node = api.read_node(name)

@@ -162,7 +162,7 @@ def test_the_readme_init_container_example_is_admitted_and_aligned(host, api):
 @pytest.mark.usefixtures("uneven_paused")
 def test_a_second_run_changes_nothing(api):
     result = run_module("numa.kube.numa_resource_plugin", MODULE_ARGS)
-    assert not result.get("failed"), result
+    assert not result.get("failed"), result.get("msg", result)
     assert result["changed"] is False, result["objects"]
     assert result["nodes"] == {NODE: dict((name, CAPACITY) for name in RESOURCES)}
     preview = run_module("numa.kube.numa_resource_plugin", dict(MODULE_ARGS, capacity=50), check=True, diff=True)

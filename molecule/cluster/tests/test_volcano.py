@@ -106,7 +106,7 @@ def test_every_node_has_a_numatopology_that_agrees_with_its_kubelet(host, api, c
 
 def test_numa_aware_is_on_and_the_scheduler_runs_it(api):
     result = run_module("numa.kube.volcano_numa_aware", dict(SWITCH, state="query"))
-    assert not result.get("failed"), result
+    assert not result.get("failed"), result.get("msg", result)
     assert (result["changed"], result["status"], result["weight"]) == (False, "open", 10)
     assert list(result["nodes"]) == [UNEVEN], "best-effort cannot serve single-numa-node pods: %s" % result["nodes"]
     assert "numa-aware" in scheduler_loads(api)[-1]
@@ -188,7 +188,7 @@ def test_a_pod_no_numa_node_can_hold_waits_under_volcano_but_fails_on_kubelet_un
 def test_disable_then_enable_each_runs_in_the_scheduler_and_a_second_enable_changes_nothing(api):
     for state, present in (("disabled", False), ("enabled", True)):
         result = run_module("numa.kube.volcano_numa_aware", dict(SWITCH, state=state))
-        assert not result.get("failed"), result
+        assert not result.get("failed"), result.get("msg", result)
         assert result["changed"] and result["status"] == ("open" if present else "close"), result
         print("%s: the scheduler reloaded in %s s" % (state, result["activation"].get("seconds")))
         assert ("numa-aware" in scheduler_loads(api)[-1]) is present

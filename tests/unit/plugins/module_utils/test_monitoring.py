@@ -65,6 +65,9 @@ def test_objects_follow_the_guides_conventions():
     assert endpoint["port"] == "https" and endpoint["scheme"] == "https" and endpoint["interval"] == "30s"
     assert endpoint["tlsConfig"] == {"ca": {"secret": {"name": "numa-exporter-tls", "key": "ca.crt"}},
                                      "serverName": "numa-exporter.volcano-system.svc"}
+    # the workload's namespace/pod/container labels, as the exporter writes them, win over the
+    # exporter pod's own target labels (else queries by pod find nothing: seen on the test bed)
+    assert endpoint["honorLabels"] is True
     assert found["ServiceMonitor"]["metadata"]["labels"]["release"] == "kps"
     assert found["ServiceMonitor"]["spec"]["selector"]["matchLabels"]["app"] == "numa-exporter"
     # the job label is the stack's name, the job the alert rules select
