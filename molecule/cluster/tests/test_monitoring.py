@@ -27,7 +27,7 @@ import pytest
 import yaml
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "resources"))
-from testlib import cpu_list, guest_get, run_module  # noqa: E402 pylint: disable=wrong-import-position
+from testlib import cpu_list, guest_get, run_module, wait  # noqa: E402 pylint: disable=wrong-import-position
 
 testinfra_hosts = ["ansible://numa-kubelet"]
 
@@ -46,17 +46,6 @@ MODULE_ARGS = {"kubeconfig": KUBECONFIG, "image": "numa.kube/node-agent:test", "
 def api():
     kubernetes.config.load_kube_config(KUBECONFIG)
     return kubernetes.client.CoreV1Api()
-
-
-def wait(what, check, timeout=300, interval=2.0):
-    deadline = time.time() + timeout
-    value = None
-    while time.time() < deadline:
-        value = check()
-        if value:
-            return value
-        time.sleep(interval)
-    pytest.fail("%s: not within %d s (last seen: %r)" % (what, timeout, value))
 
 
 @pytest.fixture(scope="module")
@@ -147,7 +136,7 @@ def test_a_pinned_pod_shows_its_cpus_and_memory_on_its_numa_node(host, api, prom
             text = api.read_namespaced_pod_log(name, "default")
             return text if "mems=" in text else None
 
-        log = wait("the pod's report", report, timeout=300)
+        log = wait("the pod's report", report, timeout=300, interval=2)
         got = dict(field.split("=", 1) for field in log.split())
         numa, cpus = got["mems"], cpu_list(got["cpus"])
         print("pinned pod: cpus=%s mems=%s" % (sorted(cpus), numa))
