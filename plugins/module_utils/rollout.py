@@ -29,6 +29,9 @@ from ansible_collections.numa.kube.plugins.module_utils.errors import ProblemsEr
 MARKER_VERSION = 1
 MARKER_NAME = "marker.json"
 DEFAULT_DIR = "/var/lib/numa-kube/rollout"
+# the step a restore records before it writes the first file: a run cut short after that point left
+# files put back under services still running on the changed ones, so the next run restarts them
+RESTORING_STEP = "restoring files"
 
 
 class RolloutError(ProblemsError):
@@ -176,6 +179,11 @@ def plan_restore(marker, node, folder):
     if problems:
         raise RolloutError(problems)
     return actions
+
+
+def restore_started(marker):
+    """Whether an earlier restore began writing files back (see RESTORING_STEP)."""
+    return RESTORING_STEP in (marker or {}).get("steps", [])
 
 
 def describe(marker):

@@ -31,7 +31,9 @@ options:
     description:
       - C(query) reads the marker. C(begin) opens it (or extends an open one) and saves the files.
         C(step) records a step. C(restore) puts every recorded file back as it was before the
-        change (files that did not exist are removed) and keeps the marker. C(finish) removes the
+        change (files that did not exist are removed) and keeps the marker; before it writes the
+        first file it records the step C(restoring files), so that a later run knows the services
+        may be running on files that are no longer on disk. C(finish) removes the
         marker and the saved copies.
     type: str
     choices: [query, begin, step, restore, finish]
@@ -110,6 +112,23 @@ resumed:
   returned: state is begin
   type: bool
   sample: false
+differs:
+  description:
+    - With O(state=query) or O(state=restore), the recorded files whose bytes, mode or owner differ
+      from what they were before the change (before the restore, for O(state=restore)). Empty when
+      the change never reached its files, so nothing needs to stop or restart.
+  returned: state is query or restore
+  type: list
+  elements: str
+  sample: [/var/lib/kubelet/config.yaml]
+restore_started:
+  description:
+    - With O(state=query) or O(state=restore), whether a restore had already begun writing files
+      back (a run cut short during a rollback); the services must then be restarted even when
+      O(differs) is empty.
+  returned: state is query or restore
+  type: bool
+  sample: false
 restored:
   description: With O(state=restore), the files written back or removed.
   returned: state is restore
@@ -173,19 +192,23 @@ def main():
             result["changed"] = True
             if not module.check_mode:
                 _write_marker(node, folder, marker)
-        elif state == "restore":
-            result["restored"] = []
-            for action, entry, data in rollout.plan_restore(marker, node, folder) if marker else []:
-                if action == "keep":
-                    continue
-                result["restored"].append(entry["path"])
-                if module.check_mode:
-                    continue
-                if action == "remove":
-                    node.remove(entry["path"])
-                else:
-                    node.write(entry["path"], data, entry["mode"], entry["uid"], entry["gid"])
-            result["changed"] = bool(result["restored"])
+        elif state in ("query", "restore"):
+            plan = [item for item in (rollout.plan_restore(marker, node, folder) if marker else [])
+                    if item[0] != "keep"]
+            result.update(differs=[entry["path"] for _action, entry, _data in plan],
+                          restore_started=rollout.restore_started(marker))
+        if state == "restore":
+            result["restored"] = list(result["differs"])
+            result["changed"] = bool(plan)
+            if plan and not module.check_mode:
+                if not result["restore_started"]:
+                    marker = dict(marker, steps=marker.get("steps", []) + [rollout.RESTORING_STEP])
+                    _write_marker(node, folder, marker)  # before the first file is written back
+                for action, entry, data in plan:
+                    if action == "remove":
+                        node.remove(entry["path"])
+                    else:
+                        node.write(entry["path"], data, entry["mode"], entry["uid"], entry["gid"])
         elif state == "finish":
             result["changed"] = marker is not None
             if marker is not None and not module.check_mode:

@@ -193,6 +193,28 @@ def test_a_configuration_kubelet_refuses_is_rolled_back(host):
     assert configz(host)["reservedMemory"] == running_before
 
 
+def test_a_change_that_never_reached_its_files_is_closed_without_a_restart(host):
+    """A run that recorded its change and failed before writing anything (a drain held up by a
+    PodDisruptionBudget, say) leaves a record whose files all match the node: the next run closes it
+    without stopping kubelet, cordoning or uncordoning the node."""
+    pid = host.check_output("systemctl show -p MainPID --value kubelet")
+    record = {"state": "begin", "files": [CONFIG], "services": ["kubelet"], "unschedulable": False,
+              "reason": "kubelet configuration"}
+    planted = subprocess.run(["ansible", NODE, "-i", os.environ["MOLECULE_INVENTORY_FILE"], "-m",
+                              "numa.kube.rollout_state", "-a", json.dumps(record)],
+                             capture_output=True, text=True, timeout=300, check=False)
+    assert planted.returncode == 0, planted.stdout + planted.stderr
+    assert host.file(MARKER).exists
+    mark = AUDIT.mark()
+    result = run_site(API)
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output[-4000:]
+    assert "unfinished change started at" in output, "the run did not find the record"
+    assert not host.file(MARKER).exists, "the record is closed"
+    assert host.check_output("systemctl show -p MainPID --value kubelet") == pid, "kubelet was restarted"
+    assert AUDIT.node_requests(since=mark) == []
+
+
 # --- an interrupted run is finished by the next one ------------------------------------------------
 
 def run_site_killed_after(extra, task):

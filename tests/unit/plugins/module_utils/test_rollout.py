@@ -159,3 +159,25 @@ def test_module_begin_in_check_mode_writes_nothing(tmp_path):
     failed, result = run(rollout_state, {"folder": str(folder), "state": "begin", "files": [str(tmp_path / "x")]},
                          check_mode=True)
     assert not failed and result["changed"] and not folder.exists()
+
+
+def test_module_query_tells_whether_the_change_reached_its_files(tmp_path):
+    """A drain that failed before anything was written needs no service stopped or restarted; a restore
+    cut short after its first write does, even though the files then match the record."""
+    target = tmp_path / "config.yaml"
+    target.write_bytes(b"before\n")
+    common = {"folder": str(tmp_path / "rollout")}
+    run(rollout_state, dict(common, state="begin", files=[str(target)], services=["kubelet"], unschedulable=False))
+    failed, result = run(rollout_state, dict(common, state="query"))
+    assert not failed and result["differs"] == [] and result["restore_started"] is False, result
+    failed, result = run(rollout_state, dict(common, state="restore"))
+    assert not result["changed"] and "restoring files" not in result["marker"]["steps"], "nothing to put back"
+    target.write_bytes(b"after\n")
+    failed, result = run(rollout_state, dict(common, state="query"))
+    assert result["differs"] == [str(target)] and result["restore_started"] is False
+    failed, result = run(rollout_state, dict(common, state="restore"), check_mode=True)
+    assert result["restored"] == [str(target)] and "restoring files" not in result["marker"]["steps"]
+    failed, result = run(rollout_state, dict(common, state="restore"))
+    assert result["changed"] and result["marker"]["steps"][-1] == "restoring files"
+    failed, result = run(rollout_state, dict(common, state="query"))
+    assert result["differs"] == [] and result["restore_started"] is True, "the next run restarts the services"
