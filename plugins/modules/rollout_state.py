@@ -125,7 +125,7 @@ restore_started:
   description:
     - With O(state=query) or O(state=restore), whether a restore had already begun writing files
       back (a run cut short during a rollback); the services must then be restarted even when
-      O(differs) is empty.
+      RV(differs) is empty.
   returned: state is query or restore
   type: bool
   sample: false
