@@ -197,18 +197,17 @@ def main():
                     if item[0] != "keep"]
             result.update(differs=[entry["path"] for _action, entry, _data in plan],
                           restore_started=rollout.restore_started(marker))
-        if state == "restore":
-            result["restored"] = list(result["differs"])
-            result["changed"] = bool(plan)
-            if plan and not module.check_mode:
-                if not result["restore_started"]:
-                    marker = dict(marker, steps=marker.get("steps", []) + [rollout.RESTORING_STEP])
-                    _write_marker(node, folder, marker)  # before the first file is written back
-                for action, entry, data in plan:
-                    if action == "remove":
-                        node.remove(entry["path"])
-                    else:
-                        node.write(entry["path"], data, entry["mode"], entry["uid"], entry["gid"])
+            if state == "restore":
+                result.update(restored=result["differs"], changed=bool(plan))
+                if plan and not module.check_mode:
+                    if not result["restore_started"]:
+                        marker = dict(marker, steps=marker.get("steps", []) + [rollout.RESTORING_STEP])
+                        _write_marker(node, folder, marker)  # before the first file is written back
+                    for action, entry, data in plan:
+                        if action == "remove":
+                            node.remove(entry["path"])
+                        else:
+                            node.write(entry["path"], data, entry["mode"], entry["uid"], entry["gid"])
         elif state == "finish":
             result["changed"] = marker is not None
             if marker is not None and not module.check_mode:

@@ -181,3 +181,20 @@ def test_module_query_tells_whether_the_change_reached_its_files(tmp_path):
     assert result["changed"] and result["marker"]["steps"][-1] == "restoring files"
     failed, result = run(rollout_state, dict(common, state="query"))
     assert result["differs"] == [] and result["restore_started"] is True, "the next run restarts the services"
+
+
+def test_module_restore_records_its_start_before_the_first_write(tmp_path):
+    """A restore that dies while writing (here: the file's folder has become a plain file) leaves the
+    step behind, so the next run restarts the services even if it finds the files back as before."""
+    folder = tmp_path / "etc"
+    folder.mkdir()
+    (folder / "config.yaml").write_bytes(b"before\n")
+    common = {"folder": str(tmp_path / "rollout")}
+    run(rollout_state, dict(common, state="begin", files=[str(folder / "config.yaml")], services=["kubelet"]))
+    (folder / "config.yaml").unlink()
+    folder.rmdir()
+    folder.write_bytes(b"not a folder\n")
+    failed, result = run(rollout_state, dict(common, state="restore"))
+    assert failed, result
+    failed, result = run(rollout_state, dict(common, state="query"))
+    assert result["restore_started"] is True, result["marker"]
