@@ -47,6 +47,10 @@ options:
   proxy:
     description: HTTP proxy URL to reach the API server through.
     type: str
+notes:
+  - An API server that answers 429, or a 5xx with C(Retry-After), is asked again after the seconds
+    it names, up to 10 times, as client-go does (needs kubernetes 37.0.0 or later; older clients
+    try each request once). Other errors end the task at once, naming the request.
 requirements:
   - kubernetes (the Python client) on the host that runs the module, usually the controller
 """

@@ -29,6 +29,13 @@ except ImportError:  # reported by the module through missing_required_lib
     class DynamicApiError(Exception):
         """Stands in for the client's error class when the client is missing."""
 
+try:  # the client's own port of client-go's Retry-After rule (kubernetes 37.0.0 and later)
+    from kubernetes.utils.retry import is_retry_after_response, on_retry_after_error, retry_after_backoff
+    from urllib3.util.retry import Retry
+    HAS_RETRY_AFTER = True
+except ImportError:  # older clients: every request is tried once
+    HAS_RETRY_AFTER = False
+
 FIELD_MANAGER = "numa.kube"
 
 # The authentication options of every cluster-stack module (kubernetes.core's names and aliases).
@@ -126,7 +133,6 @@ def _error_text(exc):
     if isinstance(body, bytes):
         body = body.decode("utf-8", "replace")
     try:
-        import json
         message = json.loads(body).get("message")
     except (TypeError, ValueError, AttributeError):
         message = None
@@ -169,21 +175,38 @@ class KubeApi:
                               ("client_key", "key_file"), ("proxy", "proxy")):
             if params.get(option):
                 setattr(configuration, field, params[option])
+        if HAS_RETRY_AFTER:  # statuses are request()'s to retry; urllib3 keeps its connection retries
+            configuration.retries = Retry.DEFAULT.new(status=0, status_forcelist=(), respect_retry_after_header=False)
         # only its request() is used, with paths from KINDS: no discovery round trips, no cache file
         self.client = DynamicClient(kube_client.ApiClient(configuration), discoverer=_NoDiscovery)
+        self.sleep = time.sleep
 
     def request(self, method, path, body=None, text=False, **params):
         """The decoded answer (a dict; the body as a string with ``text``), None for 404 on a GET
         or DELETE; KubeApiError otherwise. The body is decoded here: the dynamic client's own
         decoding wants a ``kind`` (kubelet's /configz has none) and turns a log that happens to be
-        JSON into an object."""
+        JSON into an object.
+
+        An API server that is busy or briefly unable to serve (429, or a 5xx with Retry-After: max
+        requests in flight, a timeout, etcd leader change) is asked again after the seconds it
+        names, up to 10 times, for every verb, as client-go does; every request here may be
+        repeated (GETs, server-side applies of the same object, DELETEs whose 404 counts as done).
+        An answer without Retry-After is final. Connection resets on reads are urllib3's to retry."""
+        def send():
+            return self.client.request(method, path, body=body, serialize=False, **params)
+
         try:
-            answer = self.client.request(method, path, body=body, serialize=False, **params)
+            if HAS_RETRY_AFTER:
+                answer = on_retry_after_error(retry_after_backoff(), is_retry_after_response, send,
+                                              sleep_func=self.sleep)
+            else:
+                answer = send()
         except DynamicApiError as exc:
             status = getattr(exc, "status", None)
             if status == 404 and method.upper() in ("GET", "DELETE"):
                 return None
-            raise KubeApiError("%s %s: %s %s" % (method.upper(), path, status, _error_text(exc)), status)
+            retried = " (the same after 10 retries)" if HAS_RETRY_AFTER and is_retry_after_response(exc) else ""
+            raise KubeApiError("%s %s: %s %s%s" % (method.upper(), path, status, _error_text(exc), retried), status)
         except Exception as exc:  # connection refused, TLS, timeouts: name the server
             raise KubeApiError("%s %s on %s: %s" % (method.upper(), path, self.client.configuration.host, exc))
         data = answer.data.decode("utf-8", "replace")
