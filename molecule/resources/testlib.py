@@ -31,7 +31,7 @@ def exporter_metrics(host, port=9201):
 
 
 def guest_get(host, url, timeout=20):
-    """The body of ``url`` fetched inside the guest (kubelet's own TLS certificate is not checked)."""
+    """The body of ``url`` fetched inside the guest (a TLS certificate is not checked)."""
     script = ("import ssl, urllib.request as u\n"
               "print(u.urlopen(%r, timeout=%d, context=ssl._create_unverified_context()).read().decode())\n"
               % (url, timeout))
@@ -39,8 +39,17 @@ def guest_get(host, url, timeout=20):
 
 
 def configz(host):
-    """The configuration kubelet runs with, from its /configz."""
-    return json.loads(guest_get(host, "https://127.0.0.1:10250/configz"))["kubeletconfig"]
+    """The configuration the guest's kubelet runs with: its /configz, asked through the API server as
+    the admin (the test bed's kubelets let in only whom the API server authenticates and authorizes,
+    as kubeadm's do)."""
+    import kubernetes  # pinned in requirements-dev.txt; imported here, as not every test needs it
+
+    kubeconfig = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+                              "tests", "output", "vm", os.environ.get("MOLECULE_SCENARIO_NAME", "cluster"),
+                              "control-plane", "admin.kubeconfig")
+    core = kubernetes.client.CoreV1Api(kubernetes.config.new_client_from_config(kubeconfig))
+    answer = core.connect_get_node_proxy_with_path(host.backend.get_hostname(), "configz", _preload_content=False)
+    return json.loads(answer.data)["kubeletconfig"]
 
 
 def wait_kubelet_healthy(host, settle=15, timeout=300):

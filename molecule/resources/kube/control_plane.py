@@ -230,6 +230,8 @@ def start(args):
                     "DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local"
                 % (GUEST_SEES_HOST_AS, KUBERNETES_SERVICE_IP))
     certificate(pki, "admin", "/O=system:masters/CN=numa-kube-admin")
+    # the API server's identity towards kubelets (logs, exec, /configz), which authorize as kubeadm's do
+    certificate(pki, "apiserver-kubelet-client", "/O=system:masters/CN=kube-apiserver-kubelet-client")
     for name in COMPONENTS:
         certificate(pki, name, "/CN=system:" + name)
     # one identity per node, as the Node authorizer wants (a kubelet may only touch its own Node)
@@ -276,6 +278,8 @@ def start(args):
         "--tls-cert-file=" + os.path.join(pki, "apiserver.crt"),
         "--tls-private-key-file=" + os.path.join(pki, "apiserver.key"),
         "--client-ca-file=" + os.path.join(pki, "ca.crt"),
+        "--kubelet-client-certificate=" + os.path.join(pki, "apiserver-kubelet-client.crt"),
+        "--kubelet-client-key=" + os.path.join(pki, "apiserver-kubelet-client.key"),
         "--service-account-key-file=" + os.path.join(pki, "sa.pub"),
         "--service-account-signing-key-file=" + os.path.join(pki, "sa.key"),
         "--service-account-issuer=https://kubernetes.default.svc",
