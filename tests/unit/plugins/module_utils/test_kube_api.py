@@ -116,7 +116,7 @@ def http_api():
 
 def test_answers_without_a_kind_are_decoded(http_api):
     # kubelet's /configz answers {"kubeletconfig": ...} with no kind: the client's own decoding fails on it
-    api, routes, _ = http_api
+    api, routes = http_api[:2]
     routes["/api/v1/nodes/w1/proxy/configz"] = (200, '{"kubeletconfig": {"cpuManagerPolicy": "static"}}')
     assert api.kubelet_config("w1") == {"cpuManagerPolicy": "static"}
     routes["/api/v1/nodes/w2/proxy/configz"] = (200, '{"status": "odd"}')
@@ -125,7 +125,7 @@ def test_answers_without_a_kind_are_decoded(http_api):
 
 
 def test_text_answers_stay_text_and_missing_objects_are_none(http_api):
-    api, routes, _ = http_api
+    api, routes = http_api[:2]
     routes["/api/v1/namespaces/ns/pods/p/log"] = (200, '{"looks": "like json"}\n')
     assert api.request("GET", "/api/v1/namespaces/ns/pods/p/log", text=True) == '{"looks": "like json"}\n'
     assert api.get("/api/v1/namespaces/ns/pods/gone") is None
@@ -171,7 +171,7 @@ def test_answers_without_retry_after_are_final_and_retries_end(http_api):
     assert len(hits) == 2, "a 500 without Retry-After and a 409 are not asked again"
     del hits[:]
     routes["/api/v1/nodes/w2"] = [BUSY]
-    with pytest.raises(KubeApiError, match=r"429 too many requests, please try again later "
-                                            r"\(the same after 10 retries\)"):
+    exhausted = r"429 too many requests, please try again later \(the same after 10 retries\)"
+    with pytest.raises(KubeApiError, match=exhausted):
         api.get("/api/v1/nodes/w2")
     assert len(hits) == 11
