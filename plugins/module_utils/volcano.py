@@ -29,6 +29,10 @@ except ImportError:  # ansible-core depends on PyYAML; reported by the module al
     HAS_YAML = False
 
 PLUGIN = "numa-aware"
+# How long each scheduler pod must keep running after it loaded the new configuration: it runs a
+# scheduling session every second (its default schedule period), and a plugin that fails there ends
+# the container, which kubelet reports within a few seconds.
+SETTLE_SECONDS = 10
 # the tier the Volcano documentation puts numa-aware in: the one with predicates and nodeorder
 NEIGHBOURS = ("predicates", "nodeorder", "binpack", "proportion")
 POLICY_ANNOTATION = "volcano.sh/numa-topology-policy"
@@ -238,23 +242,41 @@ def _scheduler_pods(api, params):
             if (pod.get("status") or {}).get("phase") == "Running" and not pod["metadata"].get("deletionTimestamp")]
 
 
+def _restarts(pod):
+    """(restarts of the pod's containers, what ended the last one that ended)."""
+    statuses = (pod.get("status") or {}).get("containerStatuses") or []
+    ended = [s["lastState"]["terminated"] for s in statuses if (s.get("lastState") or {}).get("terminated")]
+    why = ("%s, exit code %s" % (ended[-1].get("reason"), ended[-1].get("exitCode"))) if ended else None
+    return sum(s.get("restartCount", 0) for s in statuses), why
+
+
 def _wait_reloaded(api, params, pods, enabled, waited_since, wait_for, clock):
     """Wait until every scheduler pod running now has logged a configuration load with numa-aware in
-    (or out of) its plugins: a pod that ran before the change, a load since the change; a pod that
-    took the place of one (a crash, a rollout), its last load, since it started after the change or
-    reloads like the others. Pods are listed again at each look."""
+    (or out of) its plugins and then kept running for SETTLE_SECONDS (a plugin that fails in the
+    scheduling sessions after the load ends the container): a pod that ran before the change, a load
+    since the change; a pod that took the place of one (a crash, a rollout), its last load, since it
+    started after the change or reloads like the others. Pods are listed again at each look."""
     namespace = params["namespace"]
     before = set(pod["metadata"]["name"] for pod in pods)
-    last = {}
+    last, loaded, crashes = {}, {}, {}
 
     def check():
-        current = [pod["metadata"]["name"] for pod in _scheduler_pods(api, params)]
+        running = _scheduler_pods(api, params)
+        current = [pod["metadata"]["name"] for pod in running]
         for name in list(last):
             if name not in current:
                 del last[name]
-        for name in current:
+        for pod in running:
+            name = pod["metadata"]["name"]
+            restarts, why = _restarts(pod)
+            if name in loaded and restarts != loaded[name][1]:
+                # ended after the load: what it logs next is a fresh start's load, to be settled again
+                crashes[name] = (restarts, why)
+                del loaded[name]
+                last[name] = "restarted after loading the configuration (%s)" % why
             plugins = last.get(name)
             if isinstance(plugins, list) and (PLUGIN in plugins) == enabled:
+                loaded.setdefault(name, (clock(), restarts))
                 continue
             query = [("sinceSeconds", int(clock() - waited_since) + 2)] if name in before else []
             try:
@@ -264,13 +286,23 @@ def _wait_reloaded(api, params, pods, enabled, waited_since, wait_for, clock):
                 last[name] = str(exc)
                 continue
             loads = loaded_plugins(text or "")
-            last[name] = loads[-1] if loads else None
-        done = bool(current) and all(isinstance(last.get(name), list) and (PLUGIN in last[name]) == enabled
+            if loads:
+                last[name] = loads[-1]
+                if (PLUGIN in loads[-1]) == enabled:
+                    loaded[name] = (clock(), restarts)
+            elif name not in crashes:
+                last[name] = None
+        done = bool(current) and all(name in loaded and clock() - loaded[name][0] >= SETTLE_SECONDS
                                      for name in current)
         return done, dict((name, last.get(name)) for name in current)
 
     done, seen, waited = wait_for(check, params["wait_timeout"], interval=3.0)
     if not done:
+        crashed = ["%s restarted %d times, the last after loading the new configuration (%s): see kubectl -n %s "
+                   "logs %s --previous" % (name, crashes[name][0], crashes[name][1], namespace, name)
+                   for name in sorted(seen) if name in crashes]
+        if crashed:
+            raise VolcanoError("the scheduler does not keep running the new configuration: %s" % "; ".join(crashed))
         stale = ["%s (%s)" % (name, "last load: plugins=%s" % " ".join(plugins) if isinstance(plugins, list)
                               else plugins or "no configuration load logged since the change")
                  for name, plugins in sorted(seen.items())

@@ -24,8 +24,11 @@ description:
   - The scheduler watches its configuration folder and loads the file again when kubelet refreshes
     the ConfigMap volume. With O(activation=reload) the module marks each scheduler pod (which makes
     kubelet refresh the volume at once) and waits until each pod's log shows the configuration load
-    with C(numa-aware) in or out. O(activation=restart) rolls the scheduler Deployment instead (for
-    installations that mount the file with C(subPath), which never refreshes, or log below C(-v=2)).
+    with C(numa-aware) in or out and the pod then kept running for 10 seconds (a plugin that fails
+    in the scheduling sessions ends the container; the module then names the restarts and the
+    command that shows the failed container's log). O(activation=restart) rolls the scheduler
+    Deployment instead (for installations that mount the file with C(subPath), which never
+    refreshes, or log below C(-v=2)).
   - Reports the nodes the plugin would never place a NUMA-annotated pod on (no C(Numatopology),
     CPU Manager not C(static), Topology Manager C(none) or not the policy the pods will ask for).
 author:

@@ -166,16 +166,26 @@ RUN = {"state": "enabled", "weight": 10, "namespace": "volcano-system", "configm
 
 
 def quick_wait(check, timeout, interval=0):
-    for dummy in range(3):
+    for dummy in range(8):
         done, value = check()
         if done:
             return done, value, 0.0
     return done, value, float(timeout)
 
 
+def ticking(step=3.0):
+    """A clock that moves ``step`` seconds each time it is read."""
+    now = [0.0]
+
+    def clock():
+        now[0] += step
+        return now[0]
+    return clock
+
+
 def test_run_enables_waits_for_the_reload_and_a_second_run_changes_nothing():
     api = SchedulerApi()
-    result = volcano.run(api, RUN, False, quick_wait, lambda: 100.0)
+    result = volcano.run(api, RUN, False, quick_wait, ticking())
     assert result["changed"] and result["status"] == "open" and result["weight"] == 10
     assert result["activation"]["how"] == "reload" and result["activation"]["pods"] == ["volcano-scheduler-0"]
     assert result["nodes"] == {"w2": [volcano.node_problems("w2", None)[0]]}
@@ -234,7 +244,7 @@ class ReplacedSchedulerApi(SchedulerApi):
 
 def test_a_scheduler_pod_replaced_during_the_wait_is_followed_to_its_successor():
     api = ReplacedSchedulerApi()
-    result = volcano.run(api, RUN, False, quick_wait, lambda: 100.0)
+    result = volcano.run(api, RUN, False, quick_wait, ticking())
     assert result["changed"] and result["activation"]["how"] == "reload"
     assert ("GET", "/api/v1/namespaces/volcano-system/pods/volcano-scheduler-1/log") in api.calls
 
@@ -248,3 +258,32 @@ def test_a_scheduler_that_never_comes_back_is_named_with_its_log_error():
 
     with pytest.raises(volcano.VolcanoError, match="volcano-scheduler-0 .GET .*400 container is waiting"):
         volcano.run(Stuck(), RUN, False, quick_wait, lambda: 0.0)
+
+
+def test_a_load_counts_once_the_scheduler_kept_running_on_it():
+    with pytest.raises(volcano.VolcanoError, match="did not take in the new configuration"):
+        volcano.run(SchedulerApi(), RUN, False, quick_wait, lambda: 100.0)  # seen, but no time passes
+
+
+class CrashingSchedulerApi(SchedulerApi):
+    """The scheduler logs the load and then fails in its sessions: each look finds one more restart."""
+
+    def __init__(self):
+        super(CrashingSchedulerApi, self).__init__()
+        self.looks = 0
+
+    def get(self, path, **params):
+        if path.endswith("/pods"):
+            self.looks += 1
+            status = {"phase": "Running", "containerStatuses": [{
+                "name": "volcano-scheduler", "restartCount": self.looks,
+                "lastState": {"terminated": {"reason": "Error", "exitCode": 2}}}]}
+            return {"items": [{"metadata": {"name": "volcano-scheduler-0"}, "status": status}]}
+        return super(CrashingSchedulerApi, self).get(path, **params)
+
+
+def test_a_scheduler_that_fails_after_loading_the_configuration_is_reported():
+    reported = (r"does not keep running the new configuration: volcano-scheduler-0 restarted \d+ times, the last "
+                r"after loading the new configuration \(Error, exit code 2\): .*logs volcano-scheduler-0 --previous")
+    with pytest.raises(volcano.VolcanoError, match=reported):
+        volcano.run(CrashingSchedulerApi(), RUN, False, quick_wait, ticking())
