@@ -263,20 +263,18 @@ def _wait_reloaded(api, params, pods, enabled, waited_since, wait_for, clock):
     def check():
         running = _scheduler_pods(api, params)
         current = [pod["metadata"]["name"] for pod in running]
-        for name in list(last):
-            if name not in current:
-                del last[name]
+        for table in (last, loaded):
+            for name in [name for name in table if name not in current]:
+                del table[name]
         for pod in running:
             name = pod["metadata"]["name"]
             restarts, why = _restarts(pod)
             if name in loaded and restarts != loaded[name][1]:
-                # ended after the load: what it logs next is a fresh start's load, to be settled again
+                # ended after the load: its log is read again for the load of the fresh start
                 crashes[name] = (restarts, why)
-                del loaded[name]
-                last[name] = "restarted after loading the configuration (%s)" % why
+                del loaded[name], last[name]
             plugins = last.get(name)
             if isinstance(plugins, list) and (PLUGIN in plugins) == enabled:
-                loaded.setdefault(name, (clock(), restarts))
                 continue
             query = [("sinceSeconds", int(clock() - waited_since) + 2)] if name in before else []
             try:
@@ -286,12 +284,9 @@ def _wait_reloaded(api, params, pods, enabled, waited_since, wait_for, clock):
                 last[name] = str(exc)
                 continue
             loads = loaded_plugins(text or "")
-            if loads:
-                last[name] = loads[-1]
-                if (PLUGIN in loads[-1]) == enabled:
-                    loaded[name] = (clock(), restarts)
-            elif name not in crashes:
-                last[name] = None
+            last[name] = loads[-1] if loads else None
+            if loads and (PLUGIN in loads[-1]) == enabled:
+                loaded[name] = (clock(), restarts)
         done = bool(current) and all(name in loaded and clock() - loaded[name][0] >= SETTLE_SECONDS
                                      for name in current)
         return done, dict((name, last.get(name)) for name in current)

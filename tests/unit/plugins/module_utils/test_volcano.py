@@ -125,7 +125,11 @@ class SchedulerApi(object):
     def __init__(self, conf=SHIPPED, log_level=3):
         self.configmap = {"metadata": {"name": "volcano-scheduler-configmap", "resourceVersion": "7"},
                           "data": {"volcano-scheduler.conf": conf}}
-        self.log_level, self.calls, self.marked = log_level, [], False
+        self.log_level, self.calls, self.marked, self.looks = log_level, [], False, 0
+
+    def pods(self):
+        """The scheduler pods at this look (``self.looks`` counts the listings)."""
+        return [{"metadata": {"name": "volcano-scheduler-0"}, "status": {"phase": "Running"}}]
 
     def nodes(self, selector=None):
         return [{"metadata": {"name": "w1"}}, {"metadata": {"name": "w2"}}]
@@ -135,7 +139,8 @@ class SchedulerApi(object):
         if path.endswith("/configmaps/volcano-scheduler-configmap"):
             return self.configmap
         if path.endswith("/pods"):
-            return {"items": [{"metadata": {"name": "volcano-scheduler-0"}, "status": {"phase": "Running"}}]}
+            self.looks += 1
+            return {"items": self.pods()}
         if path.endswith("/numatopologies"):
             return {"items": [{"metadata": {"name": "w1"}, "spec": {
                 "policies": {"CPUManagerPolicy": "static", "TopologyManagerPolicy": "single-numa-node"},
@@ -222,16 +227,9 @@ class ReplacedSchedulerApi(SchedulerApi):
     """The scheduler pod crashes before it reloads and is replaced by one that starts with the
     new configuration; while it waits to restart its log cannot be read."""
 
-    def __init__(self):
-        super(ReplacedSchedulerApi, self).__init__()
-        self.looks = 0
-
-    def get(self, path, **params):
-        if path.endswith("/pods"):
-            self.looks += 1
-            name = "volcano-scheduler-0" if self.looks <= 2 else "volcano-scheduler-1"
-            return {"items": [{"metadata": {"name": name}, "status": {"phase": "Running"}}]}
-        return super(ReplacedSchedulerApi, self).get(path, **params)
+    def pods(self):
+        name = "volcano-scheduler-0" if self.looks <= 2 else "volcano-scheduler-1"
+        return [{"metadata": {"name": name}, "status": {"phase": "Running"}}]
 
     def request(self, method, path, body=None, **params):
         if path.endswith("volcano-scheduler-0/log"):
@@ -251,10 +249,7 @@ def test_a_scheduler_pod_replaced_during_the_wait_is_followed_to_its_successor()
 
 def test_a_scheduler_that_never_comes_back_is_named_with_its_log_error():
     class Stuck(ReplacedSchedulerApi):
-        def get(self, path, **params):
-            if path.endswith("/pods"):
-                return {"items": [{"metadata": {"name": "volcano-scheduler-0"}, "status": {"phase": "Running"}}]}
-            return super(Stuck, self).get(path, **params)
+        pods = SchedulerApi.pods
 
     with pytest.raises(volcano.VolcanoError, match="volcano-scheduler-0 .GET .*400 container is waiting"):
         volcano.run(Stuck(), RUN, False, quick_wait, lambda: 0.0)
@@ -268,18 +263,11 @@ def test_a_load_counts_once_the_scheduler_kept_running_on_it():
 class CrashingSchedulerApi(SchedulerApi):
     """The scheduler logs the load and then fails in its sessions: each look finds one more restart."""
 
-    def __init__(self):
-        super(CrashingSchedulerApi, self).__init__()
-        self.looks = 0
-
-    def get(self, path, **params):
-        if path.endswith("/pods"):
-            self.looks += 1
-            status = {"phase": "Running", "containerStatuses": [{
-                "name": "volcano-scheduler", "restartCount": self.looks,
-                "lastState": {"terminated": {"reason": "Error", "exitCode": 2}}}]}
-            return {"items": [{"metadata": {"name": "volcano-scheduler-0"}, "status": status}]}
-        return super(CrashingSchedulerApi, self).get(path, **params)
+    def pods(self):
+        status = {"phase": "Running", "containerStatuses": [{
+            "name": "volcano-scheduler", "restartCount": self.looks,
+            "lastState": {"terminated": {"reason": "Error", "exitCode": 2}}}]}
+        return [{"metadata": {"name": "volcano-scheduler-0"}, "status": status}]
 
 
 def test_a_scheduler_that_fails_after_loading_the_configuration_is_reported():
