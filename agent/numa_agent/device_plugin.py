@@ -16,6 +16,11 @@ every socket in the folder, the plugins' too, and listens on a new kubelet.sock:
 not notice stays unregistered and its resources drop to zero. This one checks every ``poll``
 seconds that its sockets are there and that kubelet's socket is the one it registered with, and
 serves and registers again if not; the same path brings it back after its own restart.
+
+At each of those checks it also reads the online CPU and NUMA node lists (``devices.NodeHealth``): a
+NUMA node left without online CPUs, or no longer online, has its devices sent to kubelet again as
+Unhealthy on the open ListAndWatch streams, and as Healthy when it is back. The resources registered
+are those found at start; a NUMA node that gains CPUs later is logged and needs a restart.
 """
 
 import logging
@@ -27,20 +32,15 @@ from concurrent import futures
 
 import grpc
 
-from ansible_collections.numa.kube.plugins.module_utils.topology import SysfsReader, format_cpu_list
-from numa_agent.devices import device_ids, preferred
+from ansible_collections.numa.kube.plugins.module_utils.topology import format_cpu_list
+from numa_agent.devices import Health, NodeHealth, device_ids, numa_nodes_with_cpus, preferred
 from numa_agent.kubelet.deviceplugin.v1beta1 import api_pb2, api_pb2_grpc
 
 LOG = logging.getLogger("device-plugin")
 API_VERSION = "v1beta1"
 KUBELET_SOCKET = "kubelet.sock"
 HEALTHY = "Healthy"
-
-
-def numa_nodes_with_cpus(sysfs_root):
-    """[(node id, [cpu ids])] of the online NUMA nodes that have CPUs, read from sysfs."""
-    facts = SysfsReader(sysfs_root=sysfs_root).read(include_pci=False)
-    return [(node["id"], node["cpus"]) for node in facts["nodes"] if node["has_cpu"]]
+UNHEALTHY = "Unhealthy"
 
 
 class NodePlugin(api_pb2_grpc.DevicePluginServicer):
@@ -52,23 +52,26 @@ class NodePlugin(api_pb2_grpc.DevicePluginServicer):
         self.resource = resource
         self.endpoint = "numa-%d.sock" % node
         self.socket = os.path.join(socket_dir, self.endpoint)
-        topology = api_pb2.TopologyInfo(nodes=[api_pb2.NUMANode(ID=node)])
-        self.devices = [api_pb2.Device(ID=name, health=HEALTHY, topology=topology)
-                        for name in device_ids(node, capacity)]
+        self.topology = api_pb2.TopologyInfo(nodes=[api_pb2.NUMANode(ID=node)])
+        self.ids = device_ids(node, capacity)
+        self.health = Health()
         self.server = None
-        self.stopping = threading.Event()
+
+    def devices(self, healthy):
+        state = HEALTHY if healthy else UNHEALTHY
+        return [api_pb2.Device(ID=name, health=state, topology=self.topology) for name in self.ids]
 
     # --- the gRPC service kubelet calls -------------------------------------------------------
     def GetDevicePluginOptions(self, request, context):
         return api_pb2.DevicePluginOptions(pre_start_required=False, get_preferred_allocation_available=True)
 
     def ListAndWatch(self, request, context):
-        LOG.info("kubelet watches %s: %d devices on NUMA node %d", self.resource, len(self.devices), self.node)
-        yield api_pb2.ListAndWatchResponse(devices=self.devices)
-        # The devices never change; the stream stays open until this server stops (kubelet drops a
-        # plugin whose stream ends and marks its devices unhealthy).
-        while context.is_active() and not self.stopping.wait(5):
-            pass
+        # The first answer, then one each time the NUMA node's health changes; the stream stays open
+        # until kubelet closes it or this server stops (kubelet drops a plugin whose stream ends).
+        for healthy in self.health.watch(context.is_active):
+            LOG.info("sending kubelet %s: %d devices on NUMA node %d, %s", self.resource, len(self.ids), self.node,
+                     HEALTHY if healthy else UNHEALTHY)
+            yield api_pb2.ListAndWatchResponse(devices=self.devices(healthy))
 
     def GetPreferredAllocation(self, request, context):
         answers = []
@@ -92,7 +95,6 @@ class NodePlugin(api_pb2_grpc.DevicePluginServicer):
         """Listen on this resource's socket (any file left there by an earlier run goes first)."""
         if os.path.lexists(self.socket):
             os.remove(self.socket)
-        self.stopping.clear()
         # one worker per open ListAndWatch stream, plus room for kubelet's unary calls
         self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
         api_pb2_grpc.add_DevicePluginServicer_to_server(self, self.server)
@@ -101,7 +103,7 @@ class NodePlugin(api_pb2_grpc.DevicePluginServicer):
 
     def stop(self):
         # grpc removes the socket file when its server stops: stop before anything binds again
-        self.stopping.set()
+        self.health.end_watches()
         if self.server is not None:
             self.server.stop(grace=None).wait()
             self.server = None
@@ -133,6 +135,9 @@ class Plugin:
                      node, format_cpu_list(cpus), args.resource_prefix, node, args.capacity)
         self.plugins = [NodePlugin(node, cpus, args.capacity, "%s%d" % (args.resource_prefix, node), args.socket_dir)
                         for node, cpus in nodes]
+        LOG.info("Serving %s: the resources are fixed at start, a NUMA node that gains CPUs later is advertised "
+                 "only after a restart of the plugin", ", ".join(plugin.resource for plugin in self.plugins))
+        self.health = NodeHealth(args.sysfs, [node for node, _cpus in nodes], args.resource_prefix)
         self.registered_with = None  # kubelet's socket as it was when every resource registered
 
     def register(self):
@@ -169,10 +174,22 @@ class Plugin:
                 return "%s is gone" % plugin.socket
         return None
 
+    def follow_topology(self):
+        """Read the online CPUs and NUMA nodes; mark each resource whose node changed (its streams send it)."""
+        transitions, notices = self.health.poll()
+        for notice in notices:
+            LOG.warning("%s", notice)
+        for change in transitions:
+            LOG.log(logging.INFO if change.healthy else logging.WARNING, "%s", change.message)
+            for plugin in self.plugins:
+                if plugin.node == change.node:
+                    plugin.health.set(change.healthy)
+
     def run(self):
         why = "start-up"
         delay = self.poll
         while not self.done.is_set():
+            self.follow_topology()
             if why:
                 noticed = time.monotonic()
                 LOG.info("serving and registering: %s", why)
