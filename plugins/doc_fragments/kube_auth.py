@@ -45,12 +45,30 @@ options:
     type: path
     aliases: [key_file]
   proxy:
-    description: HTTP proxy URL to reach the API server through.
+    description:
+      - HTTP proxy URL to reach the API server through. A password in it is kept out of the task's
+        results.
     type: str
+  adopt:
+    description:
+      - Whether the module may take over an object of the same name that it did not make (one
+        without the label C(app.kubernetes.io/managed-by=numa.kube)). By default such an object
+        stops the task before anything is changed, naming it and its current manager, and
+        O(state=absent) leaves it alone (listed in RV(kept)).
+      - Set it only after checking that the existing object is a copy of this stack nobody else
+        runs (for example one deployed by hand before numa.kube).
+    type: bool
+    default: false
 notes:
+  - Every object the module applies carries the label C(app.kubernetes.io/managed-by=numa.kube);
+    server-side apply takes over conflicting fields (C(force)) only on such objects.
+  - Every request gives up after 10 s without a connection or 60 s without an answer. The whole
+    task, its waits and retries included, ends by its O(wait_timeout) (one deadline per task).
   - An API server that answers 429, or a 5xx with C(Retry-After), is asked again after the seconds
-    it names, up to 10 times, as client-go does (needs kubernetes 37.0.0 or later; older clients
-    try each request once). Other errors end the task at once, naming the request.
+    it names, up to 10 times, as client-go does, unless the wait would pass the task's deadline.
+    Other errors end the task at once, naming the request.
+  - Credentials inside O(kubeconfig) given as a mapping (tokens, keys, passwords, an exec plugin's
+    environment) are kept out of the task's results.
 requirements:
   - kubernetes (the Python client) on the host that runs the module, usually the controller
 """

@@ -15,9 +15,17 @@ __metaclass__ = type
 import copy
 import json
 import os
+import re
 import time
 
 try:
+    from urllib.parse import quote, unquote, urlsplit
+except ImportError:  # Python 2 (sanity's compile test only)
+    from urllib import quote, unquote  # pylint: disable=no-name-in-module
+    from urlparse import urlsplit
+
+try:
+    from urllib3.util.retry import Retry
     from kubernetes import client as kube_client
     from kubernetes import config as kube_config
     from kubernetes.dynamic import DynamicClient
@@ -29,14 +37,20 @@ except ImportError:  # reported by the module through missing_required_lib
     class DynamicApiError(Exception):
         """Stands in for the client's error class when the client is missing."""
 
-try:  # the client's own port of client-go's Retry-After rule (kubernetes 37.0.0 and later)
-    from kubernetes.utils.retry import is_retry_after_response, on_retry_after_error, retry_after_backoff
-    from urllib3.util.retry import Retry
-    HAS_RETRY_AFTER = True
-except ImportError:  # older clients: every request is tried once
-    HAS_RETRY_AFTER = False
 
 FIELD_MANAGER = "numa.kube"
+MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
+MANAGED_BY = {MANAGED_BY_LABEL: FIELD_MANAGER}
+
+# Every request gives up on a server that does not accept the connection within CONNECT_TIMEOUT
+# seconds or stops answering for READ_TIMEOUT seconds (the read timeout runs between bytes, so
+# a large answer that keeps arriving is not cut). A busy server's Retry-After is honoured at
+# most RETRY_AFTER_TIMES times, and never past the task's deadline.
+CONNECT_TIMEOUT = 10
+READ_TIMEOUT = 60
+RETRY_AFTER_TIMES = 10
+DEFAULT_WAIT_TIMEOUT = 300
+MAX_WAIT_TIMEOUT = 3600
 
 # The authentication options of every cluster-stack module (kubernetes.core's names and aliases).
 AUTH_ARGUMENT_SPEC = {
@@ -49,6 +63,8 @@ AUTH_ARGUMENT_SPEC = {
     "client_cert": {"type": "path", "aliases": ["cert_file"]},
     "client_key": {"type": "path", "aliases": ["key_file"], "no_log": False},
     "proxy": {"type": "str"},
+    # not a connection option, but every cluster-stack module takes it the same way
+    "adopt": {"type": "bool", "default": False},
 }
 
 # apiVersion and kind -> (plural, namespaced) for what the stacks deploy; no discovery round trips.
@@ -72,8 +88,13 @@ KINDS = {
     ("apiextensions.k8s.io/v1", "CustomResourceDefinition"): ("customresourcedefinitions", False),
     ("admissionregistration.k8s.io/v1", "MutatingWebhookConfiguration"): ("mutatingwebhookconfigurations", False),
     ("admissionregistration.k8s.io/v1", "ValidatingWebhookConfiguration"): ("validatingwebhookconfigurations", False),
+    ("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicy"): ("validatingadmissionpolicies", False),
+    ("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicyBinding"):
+        ("validatingadmissionpolicybindings", False),
     ("nodeinfo.volcano.sh/v1alpha1", "Numatopology"): ("numatopologies", False),
 }
+# names of these kinds are path segments, not DNS names (system:..., numa.kube:...)
+_PATH_SEGMENT_KINDS = ("ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding")
 
 # Fields the server sets that say nothing about what was asked for.
 _SERVER_METADATA = ("managedFields", "resourceVersion", "generation", "uid", "creationTimestamp", "selfLink")
@@ -87,6 +108,78 @@ class KubeApiError(Exception):
         self.status = status
 
 
+class OwnershipError(KubeApiError):
+    """An object is there that numa.kube did not make: it is not taken over unasked."""
+
+
+# --- names, namespaces and label selectors --------------------------------------------------------
+
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_LABEL_NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
+
+
+def _subdomain_ok(value):
+    return len(value) <= 253 and all(_DNS_LABEL.match(part) for part in value.split("."))
+
+
+def check_name(value, what="name", kind=None):
+    """``value`` if it may name an object (of ``kind``); KubeApiError naming the rule otherwise.
+
+    Names end up in request paths: anything else could step into another object's path."""
+    text = value if isinstance(value, str) else None
+    if kind in _PATH_SEGMENT_KINDS:
+        good = bool(text) and text not in (".", "..") and not any(c in text for c in "/%") and len(text) <= 253
+        rule = "a name without '/' or '%', not '.' or '..', at most 253 characters"
+    else:
+        good = bool(text) and _subdomain_ok(text)
+        rule = ("a DNS-1123 subdomain: lower-case letters, digits, '-' and '.', starting and ending with a "
+                "letter or digit, at most 253 characters")
+    if not good:
+        raise KubeApiError("%s %r is not a valid Kubernetes object name: it must be %s; fix the value"
+                           % (what, value, rule))
+    return value
+
+
+def check_namespace(value, what="namespace"):
+    """``value`` if it may name a namespace (a DNS-1123 label); KubeApiError otherwise."""
+    if not isinstance(value, str) or len(value) > 63 or not _DNS_LABEL.match(value):
+        raise KubeApiError("%s %r is not a valid namespace name: it must be a DNS-1123 label (lower-case "
+                           "letters, digits and '-', starting and ending with a letter or digit, at most 63 "
+                           "characters); fix the value" % (what, value))
+    return value
+
+
+def _label_key_ok(key):
+    prefix, slash, name = key.rpartition("/")
+    if slash and (not prefix or not _subdomain_ok(prefix)):
+        return False
+    return len(name) <= 63 and bool(_LABEL_NAME.match(name))
+
+
+def check_labels(mapping, what="labels"):
+    """``mapping`` if every key and value is a valid label key and value; KubeApiError otherwise."""
+    if not isinstance(mapping, dict):
+        raise KubeApiError("%s must be a mapping of label keys to values, got %r" % (what, mapping))
+    bad = []
+    for key, value in sorted(mapping.items(), key=lambda item: str(item[0])):
+        if not isinstance(key, str) or not _label_key_ok(key):
+            bad.append("key %r" % (key,))
+        if not isinstance(value, str) or len(value) > 63 or (value and not _LABEL_NAME.match(value)):
+            bad.append("value %r of %r" % (value, key))
+    if bad:
+        raise KubeApiError("%s: %s not valid: a label key is an optional DNS subdomain prefix and '/', then "
+                           "a name of at most 63 letters, digits, '-', '_' or '.' starting and ending with a "
+                           "letter or digit; a value is empty or such a name (quote values such as \"true\" "
+                           "in YAML); fix them" % (what, ", ".join(bad)))
+    return mapping
+
+
+def label_selector(mapping, what="selector"):
+    """An equality label selector (``k=v,k2=v2``) from a mapping whose keys and values are checked:
+    a value such as ``true,zone!=x`` cannot widen or change the selection."""
+    return ",".join("%s=%s" % item for item in sorted(check_labels(mapping or {}, what).items()))
+
+
 def object_path(api_version, kind, name=None, namespace=None):
     try:
         plural, namespaced = KINDS[(api_version, kind)]
@@ -96,9 +189,26 @@ def object_path(api_version, kind, name=None, namespace=None):
     if namespaced:
         if not namespace:
             raise KubeApiError("%s %s needs a namespace" % (kind, name))
-        path += "/namespaces/" + namespace
+        path += "/namespaces/" + quote(check_namespace(namespace, "the namespace of %s %s" % (kind, name)), safe="")
     path += "/" + plural
-    return path + "/" + name if name else path
+    if name:
+        path += "/" + quote(check_name(name, "the name of %s" % kind, kind), safe=":")
+    return path
+
+
+def owned(obj):
+    """Whether a live object carries numa.kube's managed-by label."""
+    return ((obj or {}).get("metadata") or {}).get("labels", {}).get(MANAGED_BY_LABEL) == FIELD_MANAGER
+
+
+def manager_of(obj):
+    """Who manages a live object, in words: its managed-by label, else its field managers."""
+    meta = (obj or {}).get("metadata") or {}
+    label = (meta.get("labels") or {}).get(MANAGED_BY_LABEL)
+    if label:
+        return "%s=%s" % (MANAGED_BY_LABEL, label)
+    managers = sorted(set(entry.get("manager") for entry in meta.get("managedFields") or [] if entry.get("manager")))
+    return "field managers %s" % ", ".join(managers) if managers else "no managed-by label"
 
 
 def path_of(obj):
@@ -145,9 +255,9 @@ class _NoDiscovery:
 
 
 class KubeApi:
-    """A connection to the API server."""
+    """A connection to the API server, with the task's deadline and numa.kube's ownership rules."""
 
-    def __init__(self, params):
+    def __init__(self, params, clock=time.monotonic):
         configuration = kube_client.Configuration()
         kubeconfig = params.get("kubeconfig")
         context = params.get("context")
@@ -164,7 +274,8 @@ class KubeApi:
                     kube_config.load_incluster_config(client_configuration=configuration)
         except (kube_config.ConfigException, OSError, ValueError) as exc:
             raise KubeApiError("cannot load the cluster's credentials (kubeconfig %s, context %s): %s"
-                               % (kubeconfig or "default", context or "current", exc))
+                               % ("(given as a mapping)" if isinstance(kubeconfig, dict) else kubeconfig or "default",
+                                  context or "current", exc))
         if params.get("host"):
             configuration.host = params["host"]
         if params.get("api_key"):
@@ -175,11 +286,22 @@ class KubeApi:
                               ("client_key", "key_file"), ("proxy", "proxy")):
             if params.get(option):
                 setattr(configuration, field, params[option])
-        if HAS_RETRY_AFTER:  # statuses are request()'s to retry; urllib3 keeps its connection retries
-            configuration.retries = Retry.DEFAULT.new(status=0, status_forcelist=(), respect_retry_after_header=False)
+        # urllib3 may try a refused connection again, quickly; never a read that timed out (a
+        # silent server) and never a status: busy answers are request()'s to repeat, within the deadline
+        configuration.retries = Retry(total=3, connect=3, read=0, status=0, other=0, redirect=0,
+                                      backoff_factor=0.5, respect_retry_after_header=False)
         # only its request() is used, with paths from KINDS: no discovery round trips, no cache file
         self.client = DynamicClient(kube_client.ApiClient(configuration), discoverer=_NoDiscovery)
         self.sleep = time.sleep
+        self.clock = clock
+        self.timeout = (CONNECT_TIMEOUT, READ_TIMEOUT)
+        self.wait_timeout = params.get("wait_timeout") or DEFAULT_WAIT_TIMEOUT
+        self.deadline = clock() + self.wait_timeout
+        self.adopt = bool(params.get("adopt"))
+        self.kept = []  # objects absent left alone because numa.kube did not make them
+
+    def remaining(self):
+        return self.deadline - self.clock()
 
     def request(self, method, path, body=None, text=False, **params):
         """The decoded answer (a dict; the body as a string with ``text``), None for 404 on a GET
@@ -187,43 +309,64 @@ class KubeApi:
         decoding wants a ``kind`` (kubelet's /configz has none) and turns a log that happens to be
         JSON into an object.
 
-        An API server that is busy or briefly unable to serve (429, or a 5xx with Retry-After: max
-        requests in flight, a timeout, etcd leader change) is asked again after the seconds it
-        names, up to 10 times, for every verb, as client-go does; every request here may be
-        repeated (GETs, server-side applies of the same object, DELETEs whose 404 counts as done).
-        An answer without Retry-After is final. Connection resets on reads are urllib3's to retry."""
-        def send():
-            return self.client.request(method, path, body=body, serialize=False, **params)
-
-        try:
-            if HAS_RETRY_AFTER:
-                answer = on_retry_after_error(retry_after_backoff(), is_retry_after_response, send,
-                                              sleep_func=self.sleep)
-            else:
-                answer = send()
-        except DynamicApiError as exc:
-            status = getattr(exc, "status", None)
-            if status == 404 and method.upper() in ("GET", "DELETE"):
-                return None
-            retried = " (the same after 10 retries)" if HAS_RETRY_AFTER and is_retry_after_response(exc) else ""
-            raise KubeApiError("%s %s: %s %s%s" % (method.upper(), path, status, _error_text(exc), retried), status)
-        except Exception as exc:  # connection refused, TLS, timeouts: name the server
-            raise KubeApiError("%s %s on %s: %s" % (method.upper(), path, self.client.configuration.host, exc))
+        Each attempt has the connect and read timeouts. An API server that is busy or briefly unable
+        to serve (429, or a 5xx with Retry-After: max requests in flight, a timeout, etcd leader
+        change) is asked again after the seconds it names, as client-go does, at most
+        RETRY_AFTER_TIMES times and never when the wait would pass the task's deadline; every
+        request here may be repeated (GETs, server-side applies of the same object, DELETEs whose
+        404 counts as done). An answer without Retry-After is final."""
+        params.setdefault("_request_timeout", self.timeout)
+        verb = method.upper()
+        retried = 0
+        while True:
+            try:
+                answer = self.client.request(method, path, body=body, serialize=False, **params)
+                break
+            except DynamicApiError as exc:
+                status = getattr(exc, "status", None)
+                if status == 404 and verb in ("GET", "DELETE"):
+                    return None
+                seconds = retry_after(exc)
+                message = "%s %s: %s %s" % (verb, path, status, _error_text(exc))
+                if seconds is None:
+                    raise KubeApiError(message, status)
+                if retried >= RETRY_AFTER_TIMES:
+                    raise KubeApiError("%s (the same after %d retries)" % (message, retried), status)
+                if self.clock() + seconds > self.deadline:
+                    raise KubeApiError("%s; the server asks to be asked again in %d s, past the task's deadline "
+                                       "(wait_timeout %s s): try later or raise wait_timeout"
+                                       % (message, seconds, self.wait_timeout), status)
+                retried += 1
+                self.sleep(seconds)
+            except Exception as exc:  # connection refused, TLS, timeouts: name the server
+                raise KubeApiError("%s %s on %s: %s" % (verb, path, self.client.configuration.host, exc))
         data = answer.data.decode("utf-8", "replace")
         if text:
             return data
         try:
             return json.loads(data) if data.strip() else {}
         except ValueError:
-            raise KubeApiError("%s %s: the answer is not JSON: %.200s" % (method.upper(), path, data))
+            raise KubeApiError("%s %s: the answer is not JSON: %.200s" % (verb, path, data))
 
     def get(self, path, **params):
         return self.request("GET", path, **params)
 
     def apply(self, obj, check_mode=False):
-        """Server-side apply as numa.kube; (changed, before, after) with before/after comparable."""
+        """Server-side apply as numa.kube; (changed, before, after) with before/after comparable.
+
+        The object gets numa.kube's managed-by label. An object already there without it is
+        someone else's: OwnershipError names it and its manager, unless the task adopts
+        (``adopt``). Conflicting fields are taken over (forced) only on objects numa.kube owns or
+        adopts; on any other the API server's conflict error stands."""
+        obj = copy.deepcopy(obj)
+        meta = obj.setdefault("metadata", {})
+        meta["labels"] = dict(meta.get("labels") or {}, **MANAGED_BY)
         path = path_of(obj)
         before = self.get(path)
+        if before is not None and not owned(before) and not self.adopt:
+            raise OwnershipError("%s exists and numa.kube did not make it (%s): nothing was changed. Choose "
+                                 "another name or namespace, remove it, or set adopt: true to let numa.kube "
+                                 "take it over" % (describe(obj), manager_of(before)))
         params = {"content_type": "application/apply-patch+yaml", "field_manager": FIELD_MANAGER,
                   "force_conflicts": True}
         if check_mode:
@@ -238,9 +381,14 @@ class KubeApi:
         return changed, comparable(before), comparable(after)
 
     def delete(self, obj, check_mode=False):
-        """Delete if present (its dependents go in the background); (changed, before)."""
+        """Delete if present and numa.kube's (its dependents go in the background); (changed, before).
+
+        An object without numa.kube's managed-by label is left alone and named in ``kept``."""
         path = path_of(obj)
         before = self.get(path)
+        if before is not None and not owned(before):
+            self.kept.append("%s (%s)" % (describe(obj), manager_of(before)))
+            return False, comparable(before)
         if before is None or check_mode:
             return before is not None, comparable(before)
         self.request("DELETE", path, propagation_policy="Background")
@@ -250,16 +398,35 @@ class KubeApi:
         """The Nodes matching a label selector mapping (every Node for an empty one), by name."""
         params = {}
         if selector:
-            params["label_selector"] = ",".join("%s=%s" % item for item in sorted(selector.items()))
+            params["label_selector"] = label_selector(selector, "node_selector")
         items = self.get("/api/v1/nodes", **params).get("items", [])
         return sorted(items, key=lambda node: node["metadata"]["name"])
 
     def kubelet_config(self, node):
         """The configuration the node's kubelet runs with (its /configz, through the API server)."""
-        answer = self.get("/api/v1/nodes/%s/proxy/configz" % node)
+        answer = self.get("/api/v1/nodes/%s/proxy/configz" % quote(check_name(node, "node name"), safe=""))
         if not isinstance(answer, dict) or "kubeletconfig" not in answer:
             raise KubeApiError("the kubelet of %s answered /configz without a kubeletconfig: %r" % (node, answer))
         return answer["kubeletconfig"]
+
+    def wait_for(self, check, timeout=None, interval=2.0):
+        """As the module-level wait_for, never past the task's deadline."""
+        limit = self.remaining() if timeout is None else min(timeout, self.remaining())
+        return wait_for(check, max(limit, 0), interval, clock=self.clock, sleep=self.sleep)
+
+
+def retry_after(exc):
+    """The seconds a 429, or a 5xx carrying Retry-After, asks to wait (client-go's rule: whole
+    seconds only); None for any other answer."""
+    status = getattr(exc, "status", None)
+    if status != 429 and not (isinstance(status, int) and 500 <= status <= 599):
+        return None
+    headers = getattr(exc, "headers", None) or {}
+    for key, value in headers.items():
+        if key.lower() == "retry-after":
+            value = str(value).strip()
+            return int(value) if value.isdigit() else None
+    return None
 
 
 def wait_for(check, timeout, interval=2.0, clock=time.monotonic, sleep=time.sleep):
@@ -272,3 +439,59 @@ def wait_for(check, timeout, interval=2.0, clock=time.monotonic, sleep=time.slee
         if done or waited >= timeout:
             return done, value, waited
         sleep(min(interval, max(timeout - waited, 0.1)))
+
+
+# --- what every cluster-stack module does first ---------------------------------------------------
+
+_SECRET_KEYS = ("token", "password", "client-key-data", "refresh-token", "id-token", "access-token",
+                "client-secret", "secret")
+
+
+def secret_values(params):
+    """Credentials inside the options that Ansible's no_log cannot see: a kubeconfig given as a
+    mapping (tokens, keys, passwords, exec environment) and a proxy URL's password."""
+    found = []
+
+    def walk(value, sensitive=False):
+        if isinstance(value, dict):
+            for key, item in value.items():
+                key_text = str(key).lower()
+                secret = sensitive or key_text == "config" or any(word in key_text for word in _SECRET_KEYS)
+                if key_text == "env" and isinstance(item, list):  # exec credential plugins' environment
+                    item, secret = [entry.get("value") for entry in item if isinstance(entry, dict)], True
+                walk(item, secret)
+        elif isinstance(value, list):
+            for item in value:
+                walk(item, sensitive)
+        elif sensitive and isinstance(value, str) and len(value) >= 4:
+            found.append(value)
+
+    if isinstance(params.get("kubeconfig"), dict):
+        walk(params["kubeconfig"])
+    proxy = params.get("proxy")
+    if proxy:
+        try:
+            password = urlsplit(proxy).password
+        except ValueError:
+            password = None
+        if password:
+            found.extend([password, unquote(password)])
+    return found
+
+
+def connect(module):
+    """The API connection of a cluster-stack module: credentials kept out of its results, the
+    shared bounds checked (failing the task, before any request, naming value and rule)."""
+    if not HAS_KUBERNETES:
+        from ansible.module_utils.basic import missing_required_lib
+        module.fail_json(msg=missing_required_lib("kubernetes"))
+    for value in secret_values(module.params):
+        module.no_log_values.add(value)
+    timeout = module.params.get("wait_timeout")
+    if timeout is not None and not 1 <= timeout <= MAX_WAIT_TIMEOUT:
+        module.fail_json(msg="wait_timeout must be between 1 and %d seconds (it bounds the whole task), got %s"
+                             % (MAX_WAIT_TIMEOUT, timeout))
+    try:
+        return KubeApi(module.params)
+    except KubeApiError as exc:
+        module.fail_json(msg=str(exc))

@@ -28,6 +28,8 @@ description:
   - Then waits for the DaemonSet's rollout and for every selected node to show each
     C(numa-align/numa-N) at O(capacity) in its allocatable. The plugin registers with kubelet again
     on its own after a kubelet restart.
+  - The plugin follows CPUs and NUMA nodes going offline and online; the devices of a NUMA node left
+    without online CPUs turn Unhealthy (kubelet takes them out of allocatable) until its CPUs are back.
   - O(state=absent) removes the three objects.
 author:
   - numa.kube contributors (@numa-kube)
@@ -160,6 +162,14 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+kept:
+  description:
+    - Objects of the stack's names that numa.kube did not make (no C(app.kubernetes.io/managed-by=numa.kube)
+      label), left alone by O(state=absent), each with its manager.
+  returned: always
+  type: list
+  elements: str
+  sample: ["DaemonSet kube-system/kube-proxy (field managers kubeadm)"]
 objects:
   description: Each object of the stack and whether it changed.
   returned: always
@@ -178,20 +188,17 @@ rollout_seconds:
   sample: 12.5
 """
 
-import traceback
-
-from ansible.module_utils.basic import AnsibleModule, missing_required_lib
+from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.numa.kube.plugins.module_utils.kube_api import (
     AUTH_ARGUMENT_SPEC,
-    HAS_KUBERNETES,
-    KubeApi,
     KubeApiError,
-    wait_for,
+    connect,
 )
 from ansible_collections.numa.kube.plugins.module_utils.resource_plugin import (
     DEFAULT_SOCKET_DIR,
     PluginError,
+    check_params,
     run,
 )
 
@@ -218,13 +225,11 @@ def main():
     argument_spec.update(AUTH_ARGUMENT_SPEC)
     module = AnsibleModule(argument_spec=argument_spec, supports_check_mode=True,
                            required_if=[("state", "present", ["image"])])
-    if not HAS_KUBERNETES:
-        module.fail_json(msg=missing_required_lib("kubernetes"), exception=traceback.format_exc())
+    api = connect(module)
     params = module.params
-    if params["capacity"] < 1:
-        module.fail_json(msg="capacity must be 1 or more (devices per NUMA node), got %d" % params["capacity"])
     try:
-        result = run(KubeApi(params), params, module.check_mode, wait_for)
+        check_params(params)
+        result = run(api, params, module.check_mode, api.wait_for)
     except PluginError as exc:
         module.fail_json(msg="; ".join(exc.problems), problems=exc.problems, **exc.result)
     except KubeApiError as exc:
@@ -232,6 +237,7 @@ def main():
     diff = result.pop("diff")
     if module._diff:
         result["diff"] = diff
+    result["kept"] = api.kept
     module.exit_json(**result)
 
 

@@ -9,6 +9,7 @@ __metaclass__ = type
 
 import pytest
 
+from ansible_collections.numa.kube.plugins.module_utils import kube_api
 from ansible_collections.numa.kube.plugins.module_utils.kube_api import (
     KubeApi,
     KubeApiError,
@@ -97,7 +98,7 @@ def http_api():
             self.end_headers()
             self.wfile.write(data)
 
-        do_GET = do_PATCH = do_DELETE = answer
+        do_GET = do_PATCH = do_DELETE = do_POST = answer
 
         def log_message(self, *args):
             pass
@@ -138,7 +139,8 @@ def test_text_answers_stay_text_and_missing_objects_are_none(http_api):
 
 
 BUSY = (429, '{"kind": "Status", "message": "too many requests, please try again later"}', {"Retry-After": "1"})
-NODE = (200, '{"kind": "Node", "metadata": {"name": "w1", "resourceVersion": "7"}}')
+NODE = (200, '{"kind": "Node", "metadata": {"name": "w1", "resourceVersion": "7", '
+              '"labels": {"app.kubernetes.io/managed-by": "numa.kube"}}}')
 
 
 def test_a_busy_server_is_asked_again_after_its_retry_after_for_every_verb(http_api):
@@ -156,7 +158,8 @@ def test_a_busy_server_is_asked_again_after_its_retry_after_for_every_verb(http_
     assert hits == [("GET", "/api/v1/nodes/w1")] + [("PATCH", "/api/v1/nodes/w1")] * 2
     del hits[:]
     routes["/api/v1/nodes/w1"] = [NODE, (504, "{}", {"Retry-After": "0"}), (200, "{}")]
-    assert api.delete(node) == (True, {"kind": "Node", "metadata": {"name": "w1"}})
+    assert api.delete(node) == (True, {"kind": "Node", "metadata": {
+        "name": "w1", "labels": {"app.kubernetes.io/managed-by": "numa.kube"}}})
     assert hits == [("GET", "/api/v1/nodes/w1")] + [("DELETE", "/api/v1/nodes/w1")] * 2
 
 
@@ -175,3 +178,140 @@ def test_answers_without_retry_after_are_final_and_retries_end(http_api):
     with pytest.raises(KubeApiError, match=exhausted):
         api.get("/api/v1/nodes/w2")
     assert len(hits) == 11
+
+
+FOREIGN = (200, '{"kind": "DaemonSet", "metadata": {"name": "kube-proxy", "namespace": "kube-system", '
+                '"resourceVersion": "3", "labels": {"k8s-app": "kube-proxy"}, '
+                '"managedFields": [{"manager": "kubeadm"}]}}')
+PROXY_DS = {"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": "kube-proxy", "namespace": "kube-system"}}
+
+
+def test_an_object_numa_kube_did_not_make_is_neither_taken_over_nor_deleted(http_api):
+    api, routes, hits = http_api
+    path = "/apis/apps/v1/namespaces/kube-system/daemonsets/kube-proxy"
+    routes[path] = FOREIGN
+    with pytest.raises(kube_api.OwnershipError, match=r"DaemonSet kube-system/kube-proxy exists and numa.kube did "
+                                                      r"not make it \(field managers kubeadm\): nothing was changed.*"
+                                                      r"set adopt: true"):
+        api.apply(PROXY_DS)
+    assert hits == [("GET", path)], "refused before any write"
+    del hits[:]
+    assert api.delete(PROXY_DS)[0] is False
+    assert hits == [("GET", path)], "no DELETE"
+    assert api.kept == ["DaemonSet kube-system/kube-proxy (field managers kubeadm)"]
+
+
+def test_adopt_takes_an_object_over_and_every_applied_object_carries_the_label(http_api):
+    import json
+    api, routes, hits = http_api
+    path = "/apis/apps/v1/namespaces/kube-system/daemonsets/kube-proxy"
+    sent = []
+    routes[path] = [FOREIGN, (200, FOREIGN[1].replace('"3"', '"4"'))]
+    api.client.request = _recording(api.client.request, sent)
+    api.adopt = True
+    assert api.apply(PROXY_DS)[0] is True
+    assert sent[-1]["metadata"]["labels"] == {"app.kubernetes.io/managed-by": "numa.kube"}
+    assert PROXY_DS["metadata"] == {"name": "kube-proxy", "namespace": "kube-system"}, "the caller's object untouched"
+    assert json.loads(FOREIGN[1])  # the route's answer is plain JSON
+
+
+def _recording(request, sent):
+    def wrapper(method, path, body=None, **params):
+        if body is not None:
+            sent.append(body)
+        return request(method, path, body=body, **params)
+    return wrapper
+
+
+@pytest.mark.parametrize("name,namespace,words", [
+    ("x/../../../api/v1/namespaces/prod/secrets/db-password", "kube-system", "not a valid Kubernetes object name"),
+    ("..", "kube-system", "not a valid Kubernetes object name"),
+    ("Plugin", "kube-system", "DNS-1123 subdomain"),
+    ("ok", "prod/secrets", "not a valid namespace name"),
+    ("ok", "a" * 64, "at most 63"),
+])
+def test_names_that_would_step_into_another_path_are_refused(http_api, name, namespace, words):
+    api, _routes, hits = http_api
+    obj = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": namespace}}
+    with pytest.raises(KubeApiError, match=words):
+        api.apply(obj)
+    with pytest.raises(KubeApiError, match=words):
+        api.delete(obj)
+    assert hits == [], "nothing was sent"
+
+
+def test_rbac_names_may_hold_colons_but_never_slashes():
+    assert object_path("rbac.authorization.k8s.io/v1", "ClusterRole", "numa.kube:numa-exporter") == \
+        "/apis/rbac.authorization.k8s.io/v1/clusterroles/numa.kube:numa-exporter"
+    with pytest.raises(KubeApiError, match="without '/'"):
+        object_path("rbac.authorization.k8s.io/v1", "ClusterRole", "a/../b")
+
+
+def test_label_selectors_are_built_from_checked_keys_and_values():
+    assert kube_api.label_selector({"b": "2", "example.com/a": ""}) == "b=2,example.com/a="
+    for bad in ({"zone": "true,zone!=x"}, {"a b": "c"}, {"k": True}, {"/k": "v"}, {"k": "x" * 64}):
+        with pytest.raises(KubeApiError, match="not valid: a label key"):
+            kube_api.label_selector(bad, "node_selector")
+
+
+def test_a_silent_server_ends_the_request_at_the_read_timeout():
+    import socket
+    import time
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(1)  # accepts connections, never answers
+    try:
+        api = KubeApi({"host": "http://127.0.0.1:%d" % listener.getsockname()[1], "api_key": "t"})
+        api.timeout = (2, 1)
+        started = time.monotonic()
+        with pytest.raises(KubeApiError, match="GET /api/v1/nodes on http://127.0.0.1.*[Tt]imed? ?out"):
+            api.nodes()
+        assert time.monotonic() - started < 5, "one attempt, cut at the read timeout"
+    finally:
+        listener.close()
+
+
+def test_retry_after_never_waits_past_the_tasks_deadline(http_api):
+    api, routes, hits = http_api
+    waits = []
+    api.sleep = waits.append
+    routes["/api/v1/nodes/w1"] = [(429, '{"message": "slow down"}', {"Retry-After": "3600"}), NODE]
+    with pytest.raises(KubeApiError, match=r"429 slow down; the server asks to be asked again in 3600 s, past the "
+                                           r"task's deadline \(wait_timeout 300 s\)"):
+        api.get("/api/v1/nodes/w1")
+    assert waits == [] and len(hits) == 1
+
+
+def test_waits_share_one_deadline():
+    now = [0.0]
+    api = KubeApi({"host": "http://127.0.0.1:9", "api_key": "t", "wait_timeout": 30}, clock=lambda: now[0])
+    api.sleep = lambda seconds: now.__setitem__(0, now[0] + seconds)
+    assert api.wait_for(lambda: (False, 1), 20)[2] == 20
+    assert api.wait_for(lambda: (False, 2), 20)[2] == 10, "only what the first wait left"
+    assert api.wait_for(lambda: (False, 3), 20)[2] == 0
+
+
+def test_credentials_inside_options_are_found_for_masking():
+    kubeconfig = {"users": [{"name": "u", "user": {"token": "sekret-token", "client-key-data": "S0VZ",
+                                                   "exec": {"env": [{"name": "X", "value": "env-secret"}]}}}],
+                  "clusters": [{"name": "c", "cluster": {"server": "https://api.example:6443"}}]}
+    found = kube_api.secret_values({"kubeconfig": kubeconfig, "proxy": "http://me:pa%24s@proxy.example:3128"})
+    assert {"sekret-token", "S0VZ", "env-secret", "pa$s", "pa%24s"} <= set(found)
+    assert "https://api.example:6443" not in found and "u" not in found
+    assert kube_api.secret_values({"kubeconfig": "/path", "proxy": None}) == []
+
+
+def test_connect_checks_the_shared_bounds_before_any_request():
+    class Module(object):
+        def __init__(self, params):
+            self.params, self.no_log_values = params, set()
+
+        def fail_json(self, msg):
+            raise RuntimeError(msg)
+
+    for value in (0, -5, 3601):
+        with pytest.raises(RuntimeError, match="wait_timeout must be between 1 and 3600 seconds .* got %d" % value):
+            kube_api.connect(Module({"wait_timeout": value, "host": "http://127.0.0.1:9"}))
+    module = Module({"wait_timeout": 5, "host": "http://127.0.0.1:9", "proxy": "http://u:hidden@p:1"})
+    assert kube_api.connect(module).deadline > 0
+    assert "hidden" in module.no_log_values

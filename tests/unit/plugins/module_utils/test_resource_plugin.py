@@ -198,3 +198,28 @@ def test_absent_removes_in_reverse_order_and_then_has_nothing_to_do():
     assert gone["changed"] is True and api.store == {}
     assert [c[1] for c in api.calls if c[0] == "delete"] == ["DaemonSet", "ConfigMap", "ServiceAccount"]
     assert run(api, dict(PARAMS, state="absent"), False, no_wait)["changed"] is False
+
+
+@pytest.mark.parametrize("change,words", [
+    ({"capacity": 1000000000}, "capacity must be between 1 and 1000 devices per NUMA node .* got 1000000000"),
+    ({"capacity": 0}, "capacity must be between 1 and 1000"),
+    ({"image": ""}, "image '' is not an image reference"),
+    ({"image": "http://r/agent:1"}, "without a scheme"),
+    ({"name": "x/../../secrets/db"}, "name 'x/../../secrets/db' is not a valid Kubernetes object name"),
+    ({"namespace": "Kube System"}, "not a valid namespace name"),
+    ({"node_selector": {"numa": "true,zone!=x"}}, "node_selector: value 'true,zone!=x' of 'numa'"),
+    ({"socket_dir": "relative/dp"}, "socket_dir must be an absolute path"),
+])
+def test_options_are_checked_before_any_request(change, words):
+    from ansible_collections.numa.kube.plugins.module_utils.resource_plugin import check_params
+    with pytest.raises(PluginError, match=words):
+        check_params(dict(PARAMS, **change))
+
+
+def test_every_option_problem_is_named_at_once():
+    from ansible_collections.numa.kube.plugins.module_utils.resource_plugin import check_params
+    with pytest.raises(PluginError) as caught:
+        check_params(dict(PARAMS, capacity=0, image=" ", namespace="-"))
+    assert len(caught.value.problems) == 3
+    check_params(PARAMS)  # the defaults pass
+    check_params(dict(PARAMS, state="absent", image=None))  # absent needs no image
