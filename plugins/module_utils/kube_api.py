@@ -351,6 +351,23 @@ class KubeApi:
     def get(self, path, **params):
         return self.request("GET", path, **params)
 
+    def claim(self, objects):
+        """Refuse, before anything is applied, when any of ``objects`` exists without numa.kube's
+        label (unless the task adopts): OwnershipError naming each and its manager."""
+        if self.adopt:
+            return
+        foreign = []
+        for obj in objects:
+            live = self.get(path_of(obj))
+            if live is not None and not owned(live):
+                foreign.append("%s (%s)" % (describe(obj), manager_of(live)))
+        if foreign:
+            raise OwnershipError("%s exist%s and numa.kube did not make %s: nothing was changed. Choose another name "
+                                 "or namespace, remove %s, or set adopt: true to let numa.kube take %s over"
+                                 % (", ".join(foreign), "s" if len(foreign) == 1 else "",
+                                    "it" if len(foreign) == 1 else "them", "it" if len(foreign) == 1 else "them",
+                                    "it" if len(foreign) == 1 else "them"))
+
     def apply(self, obj, check_mode=False):
         """Server-side apply as numa.kube; (changed, before, after) with before/after comparable.
 

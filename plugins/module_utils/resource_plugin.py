@@ -23,6 +23,7 @@ from ansible_collections.numa.kube.plugins.module_utils.kube_api import (
     check_namespace,
     label_selector,
 )
+from ansible_collections.numa.kube.plugins.module_utils.kube_wait import daemonset_ready
 
 APP = "numa-resource-plugin"
 RESOURCE_PREFIX = "numa-align/numa-"
@@ -112,21 +113,6 @@ def alignment_problems(node, config):
                         "(numa.kube.kubelet) or leave this node out with node_selector"
                         % (node, topology, " or ".join(ALIGNING_POLICIES)))
     return problems
-
-
-def rollout_state(daemonset, nodes):
-    """(done, text) for a DaemonSet expected on ``nodes`` nodes."""
-    if daemonset is None:
-        return False, "the DaemonSet is not there"
-    status = daemonset.get("status") or {}
-    generation = daemonset["metadata"].get("generation", 0)
-    desired = status.get("desiredNumberScheduled", 0)
-    updated = status.get("updatedNumberScheduled", 0)
-    available = status.get("numberAvailable", 0)
-    text = "%d of %d pods updated, %d available, on %d selected nodes" % (updated, desired, available, nodes)
-    done = (status.get("observedGeneration", 0) >= generation and desired >= nodes
-            and updated == desired and available == desired)
-    return done, text
 
 
 def numa_resources(node, prefix=RESOURCE_PREFIX):
@@ -225,6 +211,7 @@ def run(api, params, check_mode, wait_for):
     if problems:
         raise PluginError(problems)
 
+    api.claim(stack)
     for obj in stack:
         changed, before, after = api.apply(obj, check_mode)
         result["objects"].append({"object": describe_ref(obj), "changed": changed})
@@ -237,7 +224,7 @@ def run(api, params, check_mode, wait_for):
 
     daemonset = stack[-1]
     ds_path = "/apis/apps/v1/namespaces/%s/daemonsets/%s" % (params["namespace"], params["name"])
-    done, text, waited = wait_for(lambda: rollout_state(api.get(ds_path), len(names)), params["wait_timeout"])
+    done, text, waited = wait_for(lambda: daemonset_ready(api.get(ds_path), len(names)), params["wait_timeout"])
     if not done:
         raise PluginError(["the DaemonSet %s/%s did not roll out within %d s: %s"
                            % (params["namespace"], daemonset["metadata"]["name"], waited, text)], result)

@@ -11,6 +11,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import json
 import os
 import re
 import sys
@@ -217,6 +218,125 @@ def test_a_deleted_plugin_pod_is_recreated_and_registers(api):
     wait("the new pod registered", lambda: registrations(api, new)[0] >= 1, timeout=120)
     wait("resources back in allocatable", lambda: advertised(api) == dict((n, str(CAPACITY)) for n in RESOURCES),
          timeout=120)
+
+
+# --- it touches only what it made -------------------------------------------------------------------
+
+def kube_proxy_objects(api):
+    """resourceVersions of the test bed's kube-proxy (deployed as kubeadm does, not by numa.kube)."""
+    apps = kubernetes.client.AppsV1Api()
+    return {"DaemonSet": apps.read_namespaced_daemon_set("kube-proxy", NAMESPACE).metadata.resource_version,
+            "ConfigMap": api.read_namespaced_config_map("kube-proxy", NAMESPACE).metadata.resource_version,
+            "ServiceAccount": api.read_namespaced_service_account("kube-proxy", NAMESPACE).metadata.resource_version}
+
+
+@pytest.mark.usefixtures("uneven_paused")
+def test_a_stack_named_like_a_foreign_one_neither_takes_it_over_nor_deletes_it(api):
+    """The review's case: name kube-proxy in kube-system. present is refused before anything is
+    applied, naming every foreign object; absent leaves all three alone and says so."""
+    before = kube_proxy_objects(api)
+    refused = run_module("numa.kube.numa_resource_plugin", dict(MODULE_ARGS, name="kube-proxy"))
+    assert refused.get("failed"), refused
+    for kind in ("ServiceAccount", "ConfigMap", "DaemonSet"):
+        assert "%s kube-system/kube-proxy" % kind in refused["msg"], refused["msg"]
+    assert "numa.kube did not make them: nothing was changed" in refused["msg"] and "adopt: true" in refused["msg"]
+    kept = run_module("numa.kube.numa_resource_plugin", {"kubeconfig": KUBECONFIG, "state": "absent",
+                                                           "name": "kube-proxy"})
+    assert not kept.get("failed") and kept["changed"] is False, kept
+    assert sorted(entry.split(" (")[0] for entry in kept["kept"]) == [
+        "ConfigMap kube-system/kube-proxy", "DaemonSet kube-system/kube-proxy", "ServiceAccount kube-system/kube-proxy"]
+    assert kube_proxy_objects(api) == before, "kube-proxy's objects were not written or deleted"
+    proxies = api.list_namespaced_pod(NAMESPACE, label_selector="k8s-app=kube-proxy").items
+    assert proxies and all(p.metadata.deletion_timestamp is None for p in proxies)
+
+
+# --- it follows the machine (before the stack goes: the plugin must run) ----------------------------
+
+def exclusive_cpus(host):
+    """{pod uid: CPUs} kubelet's static CPU Manager has given containers for themselves (its checkpoint)."""
+    state = json.loads(host.file("/var/lib/kubelet/cpu_manager_state").content_string)
+    held = {}
+    for uid, containers in (state.get("entries") or {}).items():
+        for cpus in containers.values():
+            held.setdefault(uid, set()).update(cpu_list(cpus))
+    return held
+
+
+def in_the_way_of_numa_1(host, api, cpus):
+    """What would make taking NUMA node 1's CPUs offline unsafe: pods holding numa-align/numa-1 or one of
+    its CPUs exclusively."""
+    found = ["pod %s holds CPUs %s exclusively" % (uid, sorted(held))
+             for uid, held in exclusive_cpus(host).items() if held & cpus]
+    for pod in api.list_pod_for_all_namespaces(field_selector="spec.nodeName=%s" % NODE).items:
+        if pod.status.phase in ("Succeeded", "Failed"):
+            continue
+        for container in list(pod.spec.containers) + list(pod.spec.init_containers or []):
+            if "numa-align/numa-1" in ((container.resources and container.resources.limits) or {}):
+                found.append("pod %s/%s holds numa-align/numa-1" % (pod.metadata.namespace, pod.metadata.name))
+    return found
+
+
+def plugin_log(api, pod):
+    return api.read_namespaced_pod_log(pod.metadata.name, NAMESPACE)
+
+
+@pytest.mark.usefixtures("uneven_paused")
+def test_a_numa_node_whose_cpus_go_offline_leaves_allocatable_until_they_are_back(host, api):
+    """NUMA node 1's CPUs (2 and 3) taken offline through sysfs: the plugin marks numa-align/numa-1's
+    devices Unhealthy, kubelet publishes 0 of them in allocatable (capacity unchanged) while numa-0
+    stays whole; online again, numa-1 returns to capacity. The plugin pod runs on throughout.
+
+    Why these CPUs: all of node 1's, since a node with one online CPU left stays Healthy. Neither is
+    CPU 0, the boot CPU (x86 Linux does not take it offline) and the one kubelet's static policy keeps
+    for itself here (kubeReserved cpu 500m: one whole CPU, the first it finds; test_volcano prints
+    it). Both sit in the shared pool once no container holds them exclusively: the earlier tests
+    delete their pods, and this test waits until kubelet's checkpoint and the pods on the node show
+    no exclusive CPU of node 1 and no numa-align/numa-1 before it starts. Offlining a shared CPU only
+    narrows the effective cpuset of the containers that share it (cgroup v2 gives it back when the
+    CPU returns); offlining a CPU kubelet assigned to a container for itself would leave that
+    container without its CPU while kubelet's checkpoint still names it. The CPUs are put back
+    online in a ``finally``, whatever happened.
+    """
+    cpus = node_cpus(host, 1)
+    assert cpus == {2, 3}, "numa-kubelet's layout: NUMA node 1 holds CPUs 2-3, got %s" % sorted(cpus)
+    online_before = cpu_list(host.file("/sys/devices/system/cpu/online").content_string)
+    assert online_before == {0, 1, 2, 3}, online_before
+    wait("numa-align/numa-N at capacity", lambda: advertised(api) == dict((n, str(CAPACITY)) for n in RESOURCES),
+         timeout=120)
+    deadline = time.time() + 60
+    blocking = in_the_way_of_numa_1(host, api, cpus)
+    while blocking and time.time() < deadline:  # pods deleted by earlier tests may still be going
+        time.sleep(2)
+        blocking = in_the_way_of_numa_1(host, api, cpus)
+    assert not blocking, "NUMA node 1's CPUs cannot go offline safely: %s" % blocking
+    pod = running_plugin_pod(api)
+    restarts = pod.status.container_statuses[0].restart_count
+    try:
+        for cpu in sorted(cpus):
+            host.run_expect([0], "echo 0 > /sys/devices/system/cpu/cpu%d/online" % cpu)
+        offline = time.time()
+        assert cpu_list(host.file("/sys/devices/system/cpu/online").content_string) == online_before - cpus
+        wait("numa-align/numa-1 at 0 in allocatable", lambda: advertised(api)["numa-align/numa-1"] == "0",
+             timeout=60, interval=0.5)
+        print("NUMA node 1 offline: numa-align/numa-1 at 0 in allocatable %.1f s after its CPUs went offline"
+              % (time.time() - offline))
+        status = api.read_node(NODE).status
+        assert status.capacity["numa-align/numa-1"] == str(CAPACITY), "unhealthy devices are still capacity"
+        assert status.allocatable["numa-align/numa-0"] == str(CAPACITY), status.allocatable
+        assert "NUMA node 1 has no online CPU: numa-align/numa-1 Unhealthy" in plugin_log(api, pod)
+    finally:
+        for cpu in sorted(cpus):
+            host.run("echo 1 > /sys/devices/system/cpu/cpu%d/online" % cpu)
+    assert cpu_list(host.file("/sys/devices/system/cpu/online").content_string) == online_before, "CPUs back online"
+    back = time.time()
+    wait("numa-align/numa-1 back at capacity", lambda: advertised(api) == dict((n, str(CAPACITY)) for n in RESOURCES),
+         timeout=60, interval=0.5)
+    print("NUMA node 1 online again: numa-align/numa-1 at capacity %.1f s later" % (time.time() - back))
+    assert re.search(r"NUMA node 1 is back with online CPUs [0-9,-]+: numa-align/numa-1 Healthy",
+                     plugin_log(api, pod)), "the plugin logs the way back"
+    again = running_plugin_pod(api)
+    assert again is not None and again.metadata.uid == pod.metadata.uid, "the same plugin pod runs on"
+    assert again.status.container_statuses[0].restart_count == restarts
 
 
 @pytest.mark.usefixtures("uneven_paused")

@@ -315,3 +315,22 @@ def test_connect_checks_the_shared_bounds_before_any_request():
     module = Module({"wait_timeout": 5, "host": "http://127.0.0.1:9", "proxy": "http://u:hidden@p:1"})
     assert kube_api.connect(module).deadline > 0
     assert "hidden" in module.no_log_values
+
+
+def test_claim_names_every_foreign_object_before_anything_is_applied(http_api):
+    api, routes, hits = http_api
+    routes["/apis/apps/v1/namespaces/kube-system/daemonsets/kube-proxy"] = FOREIGN
+    routes["/api/v1/namespaces/kube-system/configmaps/kube-proxy"] = (
+        200, '{"kind": "ConfigMap", "metadata": {"name": "kube-proxy", "labels": {"app.kubernetes.io/managed-by": '
+             '"Helm"}}}')
+    configmap = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "kube-proxy", "namespace": "kube-system"}}
+    account = {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "kube-proxy", "namespace": "kube-system"}}
+    with pytest.raises(kube_api.OwnershipError, match=r"^ConfigMap kube-system/kube-proxy \(app.kubernetes.io/"
+                                                      r"managed-by=Helm\), DaemonSet kube-system/kube-proxy \(field "
+                                                      r"managers kubeadm\) exist and numa.kube did not make them"):
+        api.claim([account, configmap, PROXY_DS])
+    assert all(method == "GET" for method, _path in hits)
+    api.adopt = True
+    del hits[:]
+    api.claim([account, configmap, PROXY_DS])
+    assert hits == [], "adopting asks nothing"

@@ -20,7 +20,6 @@ from ansible_collections.numa.kube.plugins.module_utils.resource_plugin import (
     allocatable_problems,
     numa_resources,
     objects,
-    rollout_state,
     run,
 )
 
@@ -70,17 +69,6 @@ def test_nodes_that_would_not_align_are_named_with_the_fix(config, words):
         assert problem.startswith("w1: kubelet runs " + word) and "node_selector" in problem
 
 
-def test_rollout_state():
-    assert rollout_state(None, 1)[0] is False
-    status = {"observedGeneration": 2, "desiredNumberScheduled": 2, "updatedNumberScheduled": 2, "numberAvailable": 2}
-    ds = {"metadata": {"generation": 2}, "status": status}
-    assert rollout_state(ds, 2) == (True, "2 of 2 pods updated, 2 available, on 2 selected nodes")
-    assert rollout_state(ds, 3)[0] is False, "a selected node without a pod"
-    assert rollout_state(dict(ds, metadata={"generation": 3}), 2)[0] is False, "the controller has not seen it"
-    stale = {"metadata": {"generation": 2}, "status": dict(ds["status"], numberAvailable=1)}
-    assert rollout_state(stale, 2)[0] is False
-
-
 def test_allocatable_is_checked_against_the_numa_nodes_with_cpus():
     worker = node("w1", {"cpu": "4", "numa-align/numa-0": "100", "numa-align/numa-2": "100",
                          "numa-align/numa-x": "1", "other/numa-align/numa-1": "3"})
@@ -107,6 +95,9 @@ class MemoryApi(object):
     def kubelet_config(self, name):
         self.calls.append(("configz", name))
         return self.configs[name]
+
+    def claim(self, objs):
+        self.calls.append(("claim", [obj["kind"] for obj in objs]))
 
     def apply(self, obj, check_mode=False):
         self.calls.append(("apply", obj["kind"], check_mode))
