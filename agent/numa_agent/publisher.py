@@ -25,7 +25,7 @@ import signal
 import threading
 import time
 
-from ansible_collections.numa.kube.plugins.module_utils import volcano
+from ansible_collections.numa.kube.plugins.module_utils import numatopology
 from ansible_collections.numa.kube.plugins.module_utils.numa_metrics import Topology
 from ansible_collections.numa.kube.plugins.module_utils.topology import SysfsReader
 from numa_agent.kube import ApiError, Client, kubelet_client
@@ -85,9 +85,9 @@ class Publisher(object):
             self.config = None  # kubelet may be restarting, perhaps with other policies
             raise
         config = self._kubelet_config()
-        spec = volcano.numatopology_spec(cpus, config, allocatable, assigned)
-        annotations = {volcano.STARTED_ANNOTATION: self.started,
-                       volcano.RESERVED_CPUS_ANNOTATION: volcano.reserved_cpus(cpus, config, allocatable)}
+        spec = numatopology.numatopology_spec(cpus, config, allocatable, assigned)
+        annotations = {numatopology.STARTED_ANNOTATION: self.started,
+                       numatopology.RESERVED_CPUS_ANNOTATION: numatopology.reserved_cpus(cpus, config, allocatable)}
         return spec, annotations
 
     # the object ------------------------------------------------------------------------------
@@ -106,7 +106,7 @@ class Publisher(object):
                 raise
             current = None
         if current is None:
-            body = {"apiVersion": volcano.NUMATOPOLOGY_API, "kind": "Numatopology",
+            body = {"apiVersion": numatopology.NUMATOPOLOGY_API, "kind": "Numatopology",
                     "metadata": {"name": self.node_name, "annotations": annotations,
                                  "labels": {"app.kubernetes.io/managed-by": "numa.kube"},
                                  "ownerReferences": self._owner()},

@@ -20,7 +20,8 @@ import datetime
 import json
 
 from ansible_collections.numa.kube.plugins.module_utils.kube_api import KubeApiError, comparable, describe
-from ansible_collections.numa.kube.plugins.module_utils.resource_plugin import DEFAULT_TOLERATIONS, rollout_state
+from ansible_collections.numa.kube.plugins.module_utils.kube_wait import daemonset_ready
+from ansible_collections.numa.kube.plugins.module_utils.resource_plugin import DEFAULT_TOLERATIONS
 
 try:
     from cryptography import x509
@@ -398,7 +399,7 @@ def run(api, params, check_mode, wait_for):
         return result
 
     ds_path = "/apis/apps/v1/namespaces/%s/daemonsets/%s" % (params["namespace"], params["name"])
-    done, text, waited = wait_for(lambda: rollout_state(api.get(ds_path), len(names)), params["wait_timeout"])
+    done, text, waited = wait_for(lambda: daemonset_ready(api.get(ds_path), len(names)), params["wait_timeout"])
     if not done:
         raise MonitoringError(["the DaemonSet %s/%s did not roll out within %d s: %s"
                                % (params["namespace"], params["name"], waited, text)], result)

@@ -24,15 +24,14 @@ import json
 import re
 
 from ansible_collections.numa.kube.plugins.module_utils.kube_api import describe, path_of
-from ansible_collections.numa.kube.plugins.module_utils.resource_plugin import (
-    DEFAULT_TOLERATIONS,
-    rollout_state,
-)
-from ansible_collections.numa.kube.plugins.module_utils.volcano import NUMATOPOLOGY_API, VolcanoError
+from ansible_collections.numa.kube.plugins.module_utils.kube_wait import daemonset_ready, deployment_ready
+from ansible_collections.numa.kube.plugins.module_utils.numatopology import NUMATOPOLOGY_API
+from ansible_collections.numa.kube.plugins.module_utils.resource_plugin import DEFAULT_TOLERATIONS
+from ansible_collections.numa.kube.plugins.module_utils.volcano_conf import VolcanoError
 
 try:
     import yaml
-except ImportError:  # reported by the module (volcano.HAS_YAML)
+except ImportError:  # reported by the module (volcano_conf.HAS_YAML)
     yaml = None
 
 PUBLISHER = "numa-topology-publisher"
@@ -163,16 +162,6 @@ def publisher_objects(params):
     ]
 
 
-def deployment_ready(deployment):
-    if deployment is None:
-        return False, "not there"
-    spec, status = deployment.get("spec") or {}, deployment.get("status") or {}
-    want = spec.get("replicas", 1)
-    done = (status.get("observedGeneration", 0) >= deployment["metadata"].get("generation", 0)
-            and status.get("updatedReplicas", 0) == want and status.get("availableReplicas", 0) == want)
-    return done, "%d of %d replicas available" % (status.get("availableReplicas", 0), want)
-
-
 def summarised(obj):
     """``obj`` for a diff: a CRD's schemas (tens of thousands of lines in Volcano's manifest) stand
     as a digest of each, so a changed schema still shows as a changed line."""
@@ -238,7 +227,7 @@ def run(api, params, manifest_text, check_mode, wait_for):
     if publisher:
         nodes = [n["metadata"]["name"] for n in api.nodes(params.get("publisher_node_selector"))]
         daemonset = publisher[-1]
-        done, text, waited = wait_for(lambda: rollout_state(api.get(path_of(daemonset)), len(nodes)),
+        done, text, waited = wait_for(lambda: daemonset_ready(api.get(path_of(daemonset)), len(nodes)),
                                       params["wait_timeout"])
         if not done:
             raise VolcanoError("the publisher DaemonSet did not roll out within %d s: %s" % (waited, text))

@@ -171,7 +171,8 @@ from ansible_collections.numa.kube.plugins.module_utils.kube_api import (
     KubeApiError,
     wait_for,
 )
-from ansible_collections.numa.kube.plugins.module_utils.volcano import HAS_YAML, VolcanoError, run
+from ansible_collections.numa.kube.plugins.module_utils.volcano_conf import HAS_YAML, VolcanoError
+from ansible_collections.numa.kube.plugins.module_utils.volcano_scheduler import run
 
 
 def main():
@@ -195,12 +196,11 @@ def main():
         module.fail_json(msg=missing_required_lib("kubernetes"), exception=traceback.format_exc())
     if not HAS_YAML:
         module.fail_json(msg=missing_required_lib("PyYAML"))
-    if module.params["weight"] < 1:
-        module.fail_json(msg="weight must be a positive whole number (Volcano multiplies the plugin's node "
-                             "score by it), got %d" % module.params["weight"])
     try:
         result = run(KubeApi(module.params), module.params, module.check_mode, wait_for, time.monotonic)
-    except (VolcanoError, KubeApiError) as exc:
+    except VolcanoError as exc:
+        module.fail_json(msg=str(exc), **exc.details)
+    except KubeApiError as exc:
         module.fail_json(msg=str(exc))
     diff = result.pop("diff")
     if module._diff:

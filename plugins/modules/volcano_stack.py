@@ -155,7 +155,7 @@ from ansible_collections.numa.kube.plugins.module_utils.kube_api import (
     KubeApiError,
     wait_for,
 )
-from ansible_collections.numa.kube.plugins.module_utils.volcano import HAS_YAML, VolcanoError
+from ansible_collections.numa.kube.plugins.module_utils.volcano_conf import HAS_YAML, VolcanoError
 from ansible_collections.numa.kube.plugins.module_utils.volcano_stack import run
 
 

@@ -15,7 +15,7 @@ import copy
 import pytest
 
 from ansible_collections.numa.kube.plugins.module_utils import volcano_stack
-from ansible_collections.numa.kube.plugins.module_utils.volcano import VolcanoError
+from ansible_collections.numa.kube.plugins.module_utils.volcano_conf import VolcanoError
 from ansible_collections.numa.kube.tests.unit.plugins.module_utils.test_resource_plugin import MemoryApi, no_wait
 
 MANIFEST = """\
