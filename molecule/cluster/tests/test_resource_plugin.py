@@ -240,8 +240,8 @@ def test_a_stack_named_like_a_foreign_one_neither_takes_it_over_nor_deletes_it(a
     for kind in ("ServiceAccount", "ConfigMap", "DaemonSet"):
         assert "%s kube-system/kube-proxy" % kind in refused["msg"], refused["msg"]
     assert "numa.kube did not make them: nothing was changed" in refused["msg"] and "adopt: true" in refused["msg"]
-    kept = run_module("numa.kube.numa_resource_plugin", {"kubeconfig": KUBECONFIG, "state": "absent",
-                                                           "name": "kube-proxy"})
+    kept = run_module("numa.kube.numa_resource_plugin",
+                      {"kubeconfig": KUBECONFIG, "state": "absent", "name": "kube-proxy"})
     assert not kept.get("failed") and kept["changed"] is False, kept
     assert sorted(entry.split(" (")[0] for entry in kept["kept"]) == [
         "ConfigMap kube-system/kube-proxy", "DaemonSet kube-system/kube-proxy", "ServiceAccount kube-system/kube-proxy"]
