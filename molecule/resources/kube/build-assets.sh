@@ -14,7 +14,7 @@ set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
 cache=${NUMA_KUBE_CACHE:-$HOME/.cache/numa-kube}
-mirror=${NUMA_KUBE_DEBIAN_MIRROR:-http://deb.debian.org/debian}
+mirror=$(bash "$here/../../../tools/debian-mirror")  # the machine's apt mirror, or NUMA_KUBE_DEBIAN_MIRROR
 suite=trixie
 debs=(etcd-server=3.5.16-4 busybox-static=1:1.37.0-6+b9)
 pause_tag=3.10.2

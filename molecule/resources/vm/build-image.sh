@@ -10,7 +10,7 @@ set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
 cache=${NUMA_KUBE_CACHE:-$HOME/.cache/numa-kube}
-mirror=${NUMA_KUBE_DEBIAN_MIRROR:-http://deb.debian.org/debian}
+mirror=$(bash "$here/../../../tools/debian-mirror")  # the machine's apt mirror, or NUMA_KUBE_DEBIAN_MIRROR
 suite=trixie
 packages=(
   systemd-sysv udev kmod dbus openssh-server sudo python3 python3-yaml python3-prometheus-client
