@@ -55,9 +55,20 @@ def main(argv=None):
                            help="this node's name (env NODE_NAME)")
     publisher.add_argument("--kubelet-url", default=os.environ.get("KUBELET_URL") or None,
                            help="kubelet's HTTPS endpoint (env KUBELET_URL; default https://$NODE_IP:10250)")
+    publisher.add_argument("--kubelet-tls", default=os.environ.get("KUBELET_TLS") or "node-cert",
+                           choices=["node-cert", "cluster-ca", "insecure"],
+                           help="how kubelet's serving certificate is checked before the pod's token is sent to it "
+                                "(env KUBELET_TLS; default %(default)s): node-cert against the node's own "
+                                "self-signed kubelet.crt (mounted from the host) for the node's name; cluster-ca "
+                                "against the service account's CA (kubelets with serverTLSBootstrap) for the "
+                                "address dialled; insecure: not at all")
     publisher.add_argument("--kubelet-ca-file", default=os.environ.get("KUBELET_CA_FILE") or None,
-                           help="CA of kubelet's serving certificate (env KUBELET_CA_FILE; without it the "
-                                "certificate is not checked, as kubelets often serve a self-signed one)")
+                           help="the CA file to check it against instead of the mode's (env KUBELET_CA_FILE; "
+                                "node-cert: /var/lib/kubelet/pki/kubelet.crt, cluster-ca: the service account's "
+                                "ca.crt)")
+    publisher.add_argument("--kubelet-server-name", default=os.environ.get("KUBELET_SERVER_NAME") or None,
+                           help="the name kubelet's certificate must carry instead of the mode's (env "
+                                "KUBELET_SERVER_NAME; node-cert: the node's name, cluster-ca: the address in the URL)")
     publisher.add_argument("--period", type=float, default=2.0,
                            help="seconds between two reads of kubelet's assignments (default %(default)s)")
     publisher.add_argument("--resync", type=float, default=60.0,

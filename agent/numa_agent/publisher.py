@@ -17,10 +17,17 @@ The object is written only when its content changes, and once at every start wit
 in an annotation: Volcano's scheduler only takes in a Numatopology it sees change, and one restarted
 publisher writing what was already there would otherwise leave the scheduler's view of the node
 as it was (volcano-sh/resource-exporter issue 7). The Node owns the object, so it goes with it.
+
+Only the object named as this node is ever read or written (``get``, ``create``, ``update``), and
+the API server holds it to that: numa.kube's ValidatingAdmissionPolicy refuses this service
+account any other node's Numatopology, comparing the name with the node its pod-bound token names.
+kubelet receives the token too, so its serving certificate is checked first (``--kubelet-tls``,
+default ``node-cert``: the node's own kubelet certificate, mounted from the host).
 """
 
 import datetime
 import logging
+import os
 import signal
 import threading
 import time
@@ -28,7 +35,7 @@ import time
 from ansible_collections.numa.kube.plugins.module_utils import numatopology
 from ansible_collections.numa.kube.plugins.module_utils.numa_metrics import Topology
 from ansible_collections.numa.kube.plugins.module_utils.topology import SysfsReader
-from numa_agent.kube import ApiError, Client, kubelet_client
+from numa_agent.kube import KUBELET_TLS_MODES, ApiError, Client, kubelet_client
 
 LOG = logging.getLogger("publisher")
 COLLECTION = "/apis/nodeinfo.volcano.sh/v1alpha1/numatopologies"
@@ -47,7 +54,7 @@ class Publisher(object):
         # what the PodResources client raises when kubelet does not answer (grpc.RpcError)
         self.pod_resources_errors = tuple(pod_resources_errors)
         self.api = api or Client()
-        self.kubelet = kubelet or kubelet_client()
+        self.kubelet = kubelet or kubelet_client(node_name=node_name)
         self.resync = resync
         self.started = _now()
         self.cpus, self.cpu_signature = None, None
@@ -127,7 +134,8 @@ class Publisher(object):
         try:
             spec, annotations = self.desired()
         except (ApiError,) + self.pod_resources_errors as exc:
-            LOG.warning("not publishing: a source did not answer: %s", exc.details() if hasattr(exc, "details") else exc)
+            LOG.warning("not publishing: a source did not answer: %s%s",
+                        exc.details() if hasattr(exc, "details") else exc, _certificate_hint(exc))
             return False
         content = (spec, annotations)
         if content == self.written and time.time() - self.written_at < self.resync:
@@ -146,22 +154,57 @@ class Publisher(object):
         return changed
 
 
+def _certificate_hint(exc):
+    """The way out when kubelet's certificate did not verify (empty for any other failure)."""
+    if not getattr(exc, "certificate", False):
+        return ""
+    return ("; if the cluster signs kubelet's serving certificate (serverTLSBootstrap), run with --kubelet-tls "
+            "cluster-ca (numa.kube.volcano_stack's publisher_kubelet_tls); if kubelet's self-signed certificate has "
+            "expired (kubelet never renews it), remove kubelet.crt and kubelet.key from its --cert-dir, restart "
+            "kubelet, then this pod")
+
+
+def kubelet_tls_problem(kubelet, mode):
+    """Why kubelet's certificate cannot be checked as ``mode`` asks (None when it can)."""
+    if not kubelet.verify or os.path.isfile(kubelet.ca_file):
+        return None
+    if mode == "node-cert":
+        return ("--kubelet-tls node-cert checks kubelet's serving certificate against the node's own, and %s is not "
+                "there: mount the node's kubelet.crt there (numa.kube.volcano_stack does), give --kubelet-ca-file, "
+                "or choose --kubelet-tls cluster-ca (serving certificates the cluster signs) or insecure"
+                % kubelet.ca_file)
+    return ("--kubelet-tls %s checks kubelet's serving certificate against %s, which is not there: give "
+            "--kubelet-ca-file, or choose another of %s" % (mode, kubelet.ca_file, ", ".join(KUBELET_TLS_MODES)))
+
+
 def main(args):
     if not args.node_name:
         LOG.error("no node name: give --node-name or NODE_NAME (the downward API's spec.nodeName)")
         return 2
-    from numa_agent.pod_resources import PodResources, RpcError  # gRPC: only in the image
-    kubelet = kubelet_client(args.kubelet_url, args.kubelet_ca_file)
+    try:
+        kubelet = kubelet_client(args.kubelet_url, args.kubelet_tls, args.kubelet_ca_file, args.kubelet_server_name,
+                                 args.node_name)
+    except ValueError as exc:  # a mode from KUBELET_TLS that argparse's choices did not see
+        LOG.error("%s", exc)
+        return 2
     if not kubelet.base:
         LOG.error("no kubelet address: give --kubelet-url or NODE_IP (the downward API's status.hostIP)")
         return 2
+    problem = kubelet_tls_problem(kubelet, args.kubelet_tls)
+    if problem:
+        LOG.error("%s", problem)
+        return 2
+    if not kubelet.verify:
+        LOG.warning("kubelet's serving certificate is NOT checked (--kubelet-tls insecure): whatever answers on "
+                    "%s receives this pod's token", kubelet.base)
+    from numa_agent.pod_resources import PodResources, RpcError  # gRPC: only in the image
     publisher = Publisher(args.node_name, args.sysfs, PodResources(args.pod_resources_socket),
                           kubelet=kubelet, resync=args.resync, pod_resources_errors=(RpcError,))
     stop = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *unused: stop.set())
-    LOG.info("publishing Numatopology %s every %.1f s (kubelet at %s, PodResources at %s)",
-             args.node_name, args.period, kubelet.base, args.pod_resources_socket)
+    LOG.info("publishing Numatopology %s every %.1f s (kubelet at %s, %s; PodResources at %s)",
+             args.node_name, args.period, kubelet.base, kubelet.tls(), args.pod_resources_socket)
     while not stop.is_set():
         publisher.step()
         stop.wait(args.period)

@@ -23,7 +23,13 @@ import hashlib
 import json
 import re
 
-from ansible_collections.numa.kube.plugins.module_utils.kube_api import describe, path_of
+from ansible_collections.numa.kube.plugins.module_utils.kube_api import (
+    MANAGED_BY,
+    check_namespace,
+    describe,
+    label_selector,
+    path_of,
+)
 from ansible_collections.numa.kube.plugins.module_utils.kube_wait import daemonset_ready, deployment_ready
 from ansible_collections.numa.kube.plugins.module_utils.numatopology import NUMATOPOLOGY_API
 from ansible_collections.numa.kube.plugins.module_utils.resource_plugin import DEFAULT_TOLERATIONS
@@ -36,6 +42,15 @@ except ImportError:  # reported by the module (volcano_conf.HAS_YAML)
 
 PUBLISHER = "numa-topology-publisher"
 PUBLISHER_RESOURCES = {"requests": {"cpu": "10m", "memory": "40Mi"}, "limits": {"memory": "96Mi"}}
+# the ValidatingAdmissionPolicy (and its binding) that keeps each publisher to its own node's object
+PUBLISHER_POLICY = "numa-kube.publisher-own-node"
+# the user extra the API server sets from a pod-bound service account token's node claim
+# (ServiceAccountTokenPodNodeInfo: beta and on from 1.30, GA and locked on from 1.32)
+NODE_NAME_EXTRA = "authentication.kubernetes.io/node-name"
+# how the publisher checks kubelet's serving certificate (its --kubelet-tls)
+PUBLISHER_KUBELET_TLS = ("node-cert", "cluster-ca", "insecure")
+# kubelet's self-signed serving certificate, where it writes it without tlsCertFile (kubeadm's default)
+KUBELET_CERT = "/var/lib/kubelet/pki/kubelet.crt"
 _IMAGE = re.compile(r"^(?P<repo>.*/)?(?P<name>[^/:@]+)(?::(?P<tag>[^/@]+))?(?P<digest>@.+)?$")
 WEBHOOK_KINDS = ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration")
 
@@ -112,14 +127,70 @@ def is_scheduler_conf(obj):
     return obj["kind"] == "ConfigMap" and obj["metadata"]["name"].endswith("scheduler-configmap")
 
 
+def publisher_policy(namespace, labels):
+    """The ValidatingAdmissionPolicy and its binding that let the publisher write only the
+    Numatopology named as its own node.
+
+    RBAC cannot say this: a rule's resourceNames does not apply to ``create`` (the name is not in
+    the request's path when it is authorized), and every pod of a DaemonSet runs as the same
+    service account, so each node would need an account and a role of its own. A pod's projected
+    token names the node the pod was bound to; the API server puts that name in the request's user
+    extra ``authentication.kubernetes.io/node-name``, which a pod cannot choose. The policy compares
+    it with the object's name (the old object's for a DELETE; a PATCH is admitted as an UPDATE) and
+    refuses a request whose token names no node (a legacy Secret token, or one requested without a
+    pod): failurePolicy Fail, action Deny."""
+    user = "system:serviceaccount:%s:%s" % (check_namespace(namespace), PUBLISHER)
+    extra = "request.userInfo.extra['%s']" % NODE_NAME_EXTRA
+    spec = {
+        "failurePolicy": "Fail",
+        "matchConstraints": {"resourceRules": [{
+            "apiGroups": ["nodeinfo.volcano.sh"], "apiVersions": ["*"], "resources": ["numatopologies"],
+            "operations": ["CREATE", "UPDATE", "DELETE"]}]},
+        "matchConditions": [{"name": "numa-topology-publisher",
+                             "expression": "request.userInfo.username == '%s'" % user}],
+        "variables": [
+            {"name": "claimed",
+             "expression": "has(request.userInfo.extra) && '%s' in request.userInfo.extra" % NODE_NAME_EXTRA},
+            {"name": "target",
+             "expression": "request.operation == 'DELETE' ? oldObject.metadata.name : object.metadata.name"},
+        ],
+        "validations": [{
+            "expression": "variables.claimed && %s == [variables.target]" % extra,
+            "reason": "Forbidden",
+            "message": "%s may write only the Numatopology named as the node its pod-bound service account "
+                       "token names (policy %s); a token without a node claim is refused" % (user, PUBLISHER_POLICY),
+            "messageExpression": "'%s may write only the Numatopology of the node its token is bound to (policy %s): "
+                                 "the token names ' + (variables.claimed ? 'node ' + %s[0] : 'no node (only a "
+                                 "token bound to a pod does)') + ', the request Numatopology ' + variables.target"
+                                 % (user, PUBLISHER_POLICY, extra),
+        }],
+    }
+    meta = {"name": PUBLISHER_POLICY, "labels": dict(labels)}
+    return [
+        {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy",
+         "metadata": dict(meta), "spec": spec},
+        {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding",
+         "metadata": dict(meta), "spec": {"policyName": PUBLISHER_POLICY, "validationActions": ["Deny"]}},
+    ]
+
+
 def publisher_objects(params):
-    """ServiceAccount, ClusterRole, ClusterRoleBinding and DaemonSet of the Numatopology publisher."""
+    """ServiceAccount, ClusterRole, ClusterRoleBinding, the own-node admission policy and its binding,
+    and the DaemonSet (last) of the Numatopology publisher."""
     name, namespace = PUBLISHER, params["namespace"]
+    tls = params.get("publisher_kubelet_tls") or "node-cert"
+    if tls not in PUBLISHER_KUBELET_TLS:
+        raise VolcanoError("publisher_kubelet_tls %r is not known: it must be one of %s"
+                           % (tls, ", ".join(PUBLISHER_KUBELET_TLS)))
     labels = {"app": name, "app.kubernetes.io/name": name, "app.kubernetes.io/managed-by": "numa.kube"}
     meta = {"name": name, "namespace": namespace, "labels": labels}
     rules = [
-        {"apiGroups": ["nodeinfo.volcano.sh"], "resources": ["numatopologies"],
-         "verbs": ["get", "list", "watch", "create", "update", "patch"]},
+        # the publisher reads and writes one object, named as its node: get it, create it when
+        # missing, replace it (PUT, with its resourceVersion). No list or watch, no patch, no
+        # delete (the Node's ownerReference removes it with the Node). Which object: RBAC cannot
+        # tell (no resourceNames for create), PUBLISHER_POLICY does.
+        {"apiGroups": ["nodeinfo.volcano.sh"], "resources": ["numatopologies"], "verbs": ["get", "create", "update"]},
+        # the Node's uid, for that ownerReference
         {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get"]},
         # kubelet's /configz: its own subresource since Kubernetes 1.33 (KubeletFineGrainedAuthz),
         # nodes/proxy before (which also allows far more; hence an option)
@@ -128,22 +199,30 @@ def publisher_objects(params):
     ]
     env = [{"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
            {"name": "NODE_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.hostIP"}}}]
+    mounts = [{"name": "pod-resources", "mountPath": "/var/lib/kubelet/pod-resources", "readOnly": True}]
+    volumes = [{"name": "pod-resources", "hostPath": {"path": "/var/lib/kubelet/pod-resources", "type": "Directory"}}]
+    if tls == "node-cert":
+        # kubelet's serving certificate alone, not its folder: /var/lib/kubelet/pki also holds
+        # kubelet's private keys, its client credential (the node's identity) among them. A
+        # single-file mount keeps the file the pod started with; kubelet writes a new one only
+        # when it is missing (then restart the pod).
+        mounts.append({"name": "kubelet-cert", "mountPath": KUBELET_CERT, "readOnly": True})
+        volumes.append({"name": "kubelet-cert", "hostPath": {"path": KUBELET_CERT, "type": "File"}})
     container = {
         "name": "publisher", "image": params["publisher_image"],
         "imagePullPolicy": params.get("image_pull_policy") or "IfNotPresent",
-        "args": ["topology-publisher", "--sysfs=/sys"], "env": env,
+        "args": ["topology-publisher", "--sysfs=/sys", "--kubelet-tls=" + tls], "env": env,
         "resources": PUBLISHER_RESOURCES,
         # root only to open kubelet's PodResources socket (root's own); nothing else
         "securityContext": {"runAsUser": 0, "runAsNonRoot": False, "allowPrivilegeEscalation": False,
                             "readOnlyRootFilesystem": True, "capabilities": {"drop": ["ALL"]},
                             "seccompProfile": {"type": "RuntimeDefault"}},
-        "volumeMounts": [{"name": "pod-resources", "mountPath": "/var/lib/kubelet/pod-resources", "readOnly": True}],
+        "volumeMounts": mounts,
     }
     pod_spec = {
         "serviceAccountName": name, "priorityClassName": "system-node-critical",
         "tolerations": DEFAULT_TOLERATIONS, "terminationGracePeriodSeconds": 5, "containers": [container],
-        "volumes": [{"name": "pod-resources",
-                     "hostPath": {"path": "/var/lib/kubelet/pod-resources", "type": "Directory"}}],
+        "volumes": volumes,
     }
     if params.get("publisher_node_selector"):
         pod_spec["nodeSelector"] = params["publisher_node_selector"]
@@ -155,11 +234,27 @@ def publisher_objects(params):
         {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": dict(cluster_meta),
          "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": cluster_meta["name"]},
          "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": namespace}]},
+    ] + publisher_policy(namespace, labels) + [
         {"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": dict(meta), "spec": {
             "selector": {"matchLabels": {"app": name}},
             "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1}},
             "template": {"metadata": {"labels": dict(labels)}, "spec": pod_spec}}},
     ]
+
+
+def publisher_cleanup(api, check_mode):
+    """Delete the Numatopologies the publisher wrote (those with numa.kube's managed-by label: any
+    other exporter's stay); a list of (object, changed, before) for the module's result.
+
+    Call it after the publisher's DaemonSet and ClusterRoleBinding are gone, so that no publisher
+    still running writes its object again. Without the Numatopology CRD there is nothing to do."""
+    found = api.get("/apis/%s/numatopologies" % NUMATOPOLOGY_API, label_selector=label_selector(MANAGED_BY))
+    done = []
+    for item in sorted((found or {}).get("items") or [], key=lambda obj: obj["metadata"]["name"]):
+        obj = {"apiVersion": NUMATOPOLOGY_API, "kind": "Numatopology", "metadata": {"name": item["metadata"]["name"]}}
+        changed, before = api.delete(obj, check_mode)
+        done.append((obj, changed, before))
+    return done
 
 
 def summarised(obj):

@@ -85,6 +85,25 @@ options:
         reading the configuration, so grant it only where needed.
     type: bool
     default: false
+  publisher_kubelet_tls:
+    description:
+      - How the publisher checks kubelet's serving certificate before it sends its service account
+        token to C($NODE_IP:10250).
+      - V(node-cert) checks it against the node's own C(/var/lib/kubelet/pki/kubelet.crt), mounted
+        read-only from the host (that file alone, not the folder with kubelet's keys), for the
+        node's name. Use it where kubelet serves the self-signed certificate it makes for itself
+        when neither C(tlsCertFile) nor C(serverTLSBootstrap) is set (kubeadm's default). kubelet
+        never renews that certificate; once it has expired (a year after kubelet made it), remove
+        C(kubelet.crt) and C(kubelet.key) and restart kubelet, then the publisher's pod.
+      - V(cluster-ca) checks it against the cluster's CA (the service account's C(ca.crt)) for the
+        node's address. Use it where the cluster signs kubelets' serving certificates
+        (C(serverTLSBootstrap) with their CSRs approved, as on EKS) or another distribution
+        keeps kubelet's certificate elsewhere and signs it with the cluster's CA.
+      - V(insecure) checks nothing; whatever answers on the node's kubelet port receives the
+        token. Only to diagnose, or where neither of the above can work.
+    type: str
+    choices: [node-cert, cluster-ca, insecure]
+    default: node-cert
   wait:
     description: Whether to wait for the Deployments, the publisher and its Numatopology objects.
     type: bool
@@ -197,6 +216,7 @@ def main():
         publisher_image=dict(type="str"),
         publisher_node_selector=dict(type="dict", default={}),
         publisher_nodes_proxy=dict(type="bool", default=False),
+        publisher_kubelet_tls=dict(type="str", choices=["node-cert", "cluster-ca", "insecure"], default="node-cert"),
         wait=dict(type="bool", default=True),
         wait_timeout=dict(type="int", default=300),
     )

@@ -12,6 +12,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import json
 import os
 import sys
 import time
@@ -194,3 +195,109 @@ def test_disable_then_enable_each_runs_in_the_scheduler_and_a_second_enable_chan
         assert ("numa-aware" in scheduler_loads(api)[-1]) is present
     again = run_module("numa.kube.volcano_numa_aware", dict(SWITCH, state="enabled"))
     assert not again.get("failed") and again["changed"] is False, again
+
+
+# --- the publisher's least privilege: its own node's object only, kubelet's certificate checked ----------
+
+OWN_NODE_POLICY = "numa-kube.publisher-own-node"
+TEST_ANNOTATION = "numa.kube/test-write"
+
+
+def running_publisher(api, node):
+    pods = [p for p in api.list_namespaced_pod(NAMESPACE, label_selector="app=%s" % PUBLISHER).items
+            if p.spec.node_name == node and p.status.phase == "Running" and not p.metadata.deletion_timestamp]
+    return pods[0] if pods else None
+
+
+def publisher_token(api, pod=None):
+    """A token of the publisher's service account, bound to ``pod`` as kubelet's projected one is (or
+    bound to nothing, so that it names no node)."""
+    spec = {"audiences": [], "expirationSeconds": 600}
+    if pod is not None:
+        spec["boundObjectRef"] = {"apiVersion": "v1", "kind": "Pod", "name": pod.metadata.name, "uid": pod.metadata.uid}
+    answer = api.create_namespaced_service_account_token(
+        PUBLISHER, NAMESPACE, {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": spec})
+    return answer.status.token
+
+
+def as_token(token):
+    """CustomObjectsApi against the same API server, authenticated by ``token`` alone (no client
+    certificate: the admin's would authenticate first)."""
+    config = kubernetes.client.Configuration()
+    kubernetes.config.load_kube_config(KUBECONFIG, client_configuration=config)
+    config.cert_file = config.key_file = None
+    config.api_key = {"authorization": "Bearer " + token}
+    return kubernetes.client.CustomObjectsApi(kubernetes.client.ApiClient(config))
+
+
+def write_annotation(custom, node, value):
+    """Replace Numatopology ``node`` (PUT, as the publisher writes) with TEST_ANNOTATION set to
+    ``value`` (removed for None); a conflict with the running publisher's own write is retried."""
+    for _attempt in range(5):
+        obj = custom.get_cluster_custom_object("nodeinfo.volcano.sh", "v1alpha1", "numatopologies", node)
+        annotations = obj["metadata"].setdefault("annotations", {})
+        if value is None:
+            annotations.pop(TEST_ANNOTATION, None)
+        else:
+            annotations[TEST_ANNOTATION] = value
+        try:
+            return custom.replace_cluster_custom_object("nodeinfo.volcano.sh", "v1alpha1", "numatopologies", node, obj)
+        except kubernetes.client.ApiException as exc:
+            if exc.status != 409:
+                raise
+    raise AssertionError("Numatopology %s: five conflicts in a row" % node)
+
+
+def refusal(custom, node, value="x"):
+    with pytest.raises(kubernetes.client.ApiException) as caught:
+        write_annotation(custom, node, value)
+    return caught.value.status, json.loads(caught.value.body)["message"]
+
+
+def test_a_publisher_token_may_write_its_own_nodes_numatopology_and_no_other(api, custom):
+    pod = wait("the publisher running on %s" % NODE, lambda: running_publisher(api, NODE), timeout=180)
+    publisher = as_token(publisher_token(api, pod))
+    # the token can read another node's object (get is granted) but the policy refuses the write
+    assert publisher.get_cluster_custom_object("nodeinfo.volcano.sh", "v1alpha1", "numatopologies", UNEVEN)
+    status, message = refusal(publisher, UNEVEN)
+    print("%s's token writing Numatopology %s: %d %s" % (NODE, UNEVEN, status, message))
+    assert status == 403 and "ValidatingAdmissionPolicy '%s'" % OWN_NODE_POLICY in message, message
+    assert "the token names node %s, the request Numatopology %s" % (NODE, UNEVEN) in message, message
+    assert TEST_ANNOTATION not in (topology(custom, UNEVEN)["metadata"].get("annotations") or {})
+
+    try:
+        written = write_annotation(publisher, NODE, "x")
+        assert written["metadata"]["annotations"][TEST_ANNOTATION] == "x"
+    finally:
+        write_annotation(custom, NODE, None)
+    assert TEST_ANNOTATION not in (topology(custom, NODE)["metadata"].get("annotations") or {})
+
+    # a token of the same account bound to no pod names no node: refused even for that node
+    status, message = refusal(as_token(publisher_token(api)), NODE)
+    assert status == 403 and "the token names no node" in message, message
+
+
+def test_the_publisher_checks_kubelets_certificate_against_the_nodes_own(host, api, custom):
+    daemonset = kubernetes.client.AppsV1Api().read_namespaced_daemon_set(PUBLISHER, NAMESPACE)
+    pod_spec = daemonset.spec.template.spec
+    container = pod_spec.containers[0]
+    assert "--kubelet-tls=node-cert" in container.args
+    volumes = dict((v.name, v) for v in pod_spec.volumes)
+    mount = [m for m in container.volume_mounts if m.name == "kubelet-cert"][0]
+    assert (volumes["kubelet-cert"].host_path.path, volumes["kubelet-cert"].host_path.type) == \
+        ("/var/lib/kubelet/pki/kubelet.crt", "File"), "the certificate alone, not the folder with kubelet's keys"
+    assert mount.read_only and mount.mount_path == "/var/lib/kubelet/pki/kubelet.crt"
+    assert host.file("/var/lib/kubelet/pki/kubelet.crt").exists, "kubelet serves its self-signed certificate"
+
+    pod = wait("the publisher running on %s" % NODE, lambda: running_publisher(api, NODE), timeout=180)
+    started = pod.status.container_statuses[0].state.running.started_at
+
+    def written_by_this_pod():
+        stamp = (topology(custom, NODE)["metadata"].get("annotations") or {}).get("numa.kube/publisher-started")
+        return stamp if stamp and stamp >= started.strftime("%Y-%m-%dT%H:%M:%SZ") else None
+
+    # the publisher writes only after reading kubelet's /configz, so its object proves the check passed
+    wait("Numatopology %s written by the running publisher" % NODE, written_by_this_pod, timeout=120)
+    log = api.read_namespaced_pod_log(pod.metadata.name, NAMESPACE)
+    assert "its certificate checked against /var/lib/kubelet/pki/kubelet.crt for the name %s" % NODE in log, log
+    assert "CERTIFICATE_VERIFY_FAILED" not in log, log

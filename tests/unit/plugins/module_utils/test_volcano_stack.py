@@ -15,6 +15,7 @@ import copy
 import pytest
 
 from ansible_collections.numa.kube.plugins.module_utils import volcano_stack
+from ansible_collections.numa.kube.plugins.module_utils.kube_api import KubeApiError
 from ansible_collections.numa.kube.plugins.module_utils.volcano_conf import VolcanoError
 from ansible_collections.numa.kube.tests.unit.plugins.module_utils.test_resource_plugin import MemoryApi, no_wait
 
@@ -131,3 +132,119 @@ def test_crd_schemas_show_in_a_diff_as_digests():
     assert short["spec"]["versions"][0]["schema"] != volcano_stack.summarised(other)["spec"]["versions"][0]["schema"]
     assert crd["spec"]["versions"][0]["schema"] == {"openAPIV3Schema": {"type": "object"}}, "the input is untouched"
     assert volcano_stack.summarised({"kind": "Deployment"}) == {"kind": "Deployment"}
+
+
+# --- the publisher: its own node only, kubelet's certificate checked, its objects removed ---------------
+
+def _by_kind(objects):
+    return dict((obj["kind"], obj) for obj in objects)
+
+
+def test_the_publisher_gets_creates_and_updates_numatopologies_and_nothing_more():
+    role = _by_kind(volcano_stack.publisher_objects(PARAMS))["ClusterRole"]
+    verbs = [rule["verbs"] for rule in role["rules"] if rule["resources"] == ["numatopologies"]]
+    assert verbs == [["get", "create", "update"]], "no list, watch, patch or delete: the publisher does not use them"
+
+
+def test_a_publisher_may_write_only_the_numatopology_of_its_tokens_node():
+    objects = volcano_stack.publisher_objects(dict(PARAMS, namespace="numa"))
+    kinds = [obj["kind"] for obj in objects]
+    assert kinds.index("ValidatingAdmissionPolicyBinding") < kinds.index("DaemonSet") == len(kinds) - 1, \
+        "the policy binds before any publisher runs; the DaemonSet stays last (run() waits on it)"
+    policy, binding = _by_kind(objects)["ValidatingAdmissionPolicy"], _by_kind(objects)["ValidatingAdmissionPolicyBinding"]
+    assert policy["apiVersion"] == binding["apiVersion"] == "admissionregistration.k8s.io/v1"
+    assert policy["metadata"]["name"] == binding["metadata"]["name"] == "numa-kube.publisher-own-node"
+    assert policy["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "numa.kube"
+    spec = policy["spec"]
+    assert spec["failurePolicy"] == "Fail"
+    assert spec["matchConstraints"]["resourceRules"] == [{
+        "apiGroups": ["nodeinfo.volcano.sh"], "apiVersions": ["*"], "resources": ["numatopologies"],
+        "operations": ["CREATE", "UPDATE", "DELETE"]}]
+    assert [c["expression"] for c in spec["matchConditions"]] == [
+        "request.userInfo.username == 'system:serviceaccount:numa:numa-topology-publisher'"]
+    variables = dict((v["name"], v["expression"]) for v in spec["variables"])
+    assert "'authentication.kubernetes.io/node-name' in request.userInfo.extra" in variables["claimed"]
+    assert variables["target"] == "request.operation == 'DELETE' ? oldObject.metadata.name : object.metadata.name"
+    (rule,) = spec["validations"]
+    assert rule["expression"] == ("variables.claimed && "
+                                  "request.userInfo.extra['authentication.kubernetes.io/node-name'] == [variables.target]")
+    assert rule["reason"] == "Forbidden", "a 403, not the 422 the API server answers without a reason"
+    assert "(policy numa-kube.publisher-own-node)" in rule["message"]
+    assert "(policy numa-kube.publisher-own-node)" in rule["messageExpression"]
+    assert binding["spec"] == {"policyName": "numa-kube.publisher-own-node", "validationActions": ["Deny"]}
+
+
+def test_a_namespace_that_cannot_name_a_service_account_is_refused_before_it_reaches_the_policy():
+    with pytest.raises(KubeApiError, match="namespace \"x' || true || '\" is not a valid namespace name"):
+        volcano_stack.publisher_objects(dict(PARAMS, namespace="x' || true || '"))
+
+
+def _publisher_pod(params):
+    pod = _by_kind(volcano_stack.publisher_objects(params))["DaemonSet"]["spec"]["template"]["spec"]
+    return pod, pod["containers"][0]
+
+
+def test_by_default_the_publisher_checks_kubelet_against_the_nodes_own_certificate_file_alone():
+    pod, container = _publisher_pod(PARAMS)
+    assert "--kubelet-tls=node-cert" in container["args"]
+    assert {"name": "kubelet-cert", "hostPath": {"path": "/var/lib/kubelet/pki/kubelet.crt", "type": "File"}} \
+        in pod["volumes"], "the certificate file, not /var/lib/kubelet/pki with kubelet's keys"
+    assert {"name": "kubelet-cert", "mountPath": "/var/lib/kubelet/pki/kubelet.crt", "readOnly": True} \
+        in container["volumeMounts"]
+    assert all(mount["readOnly"] for mount in container["volumeMounts"])
+
+
+@pytest.mark.parametrize("mode", ["cluster-ca", "insecure"])
+def test_the_other_kubelet_tls_modes_mount_no_host_certificate(mode):
+    pod, container = _publisher_pod(dict(PARAMS, publisher_kubelet_tls=mode))
+    assert "--kubelet-tls=" + mode in container["args"]
+    assert [v["name"] for v in pod["volumes"]] == ["pod-resources"]
+
+
+def test_an_unknown_kubelet_tls_mode_is_refused():
+    with pytest.raises(VolcanoError, match="publisher_kubelet_tls 'off' is not known: it must be one of "
+                                           "node-cert, cluster-ca, insecure"):
+        volcano_stack.publisher_objects(dict(PARAMS, publisher_kubelet_tls="off"))
+
+
+class ListingApi(object):
+    """A list of Numatopologies by label selector, and deletes that honour numa.kube's label."""
+
+    def __init__(self, items):
+        self.items, self.calls = items, []
+
+    def get(self, path, **params):
+        self.calls.append(("get", path, params))
+        if self.items is None:  # no CRD
+            return None
+        wanted = dict(part.split("=") for part in params["label_selector"].split(","))
+        return {"items": [obj for obj in self.items
+                          if all(obj["metadata"].get("labels", {}).get(k) == v for k, v in wanted.items())]}
+
+    def delete(self, obj, check_mode=False):
+        self.calls.append(("delete", obj["metadata"]["name"], check_mode))
+        return True, {"metadata": {"name": obj["metadata"]["name"]}}
+
+
+def _numatopology(name, labels):
+    return {"apiVersion": "nodeinfo.volcano.sh/v1alpha1", "kind": "Numatopology",
+            "metadata": {"name": name, "labels": labels}}
+
+
+def test_absent_removes_the_numatopologies_the_publisher_wrote_and_no_other():
+    ours = {"app.kubernetes.io/managed-by": "numa.kube"}
+    api = ListingApi([_numatopology("w2", ours), _numatopology("exporter-node", {"app": "resource-exporter"}),
+                      _numatopology("w1", ours)])
+    done = volcano_stack.publisher_cleanup(api, check_mode=True)
+    assert api.calls[0] == ("get", "/apis/nodeinfo.volcano.sh/v1alpha1/numatopologies",
+                            {"label_selector": "app.kubernetes.io/managed-by=numa.kube"})
+    assert api.calls[1:] == [("delete", "w1", True), ("delete", "w2", True)]
+    assert [(obj["kind"], obj["metadata"]["name"], changed) for obj, changed, _before in done] == \
+        [("Numatopology", "w1", True), ("Numatopology", "w2", True)]
+    assert done[0][0]["apiVersion"] == "nodeinfo.volcano.sh/v1alpha1"
+
+
+def test_absent_without_the_numatopology_crd_has_nothing_to_remove():
+    api = ListingApi(None)
+    assert volcano_stack.publisher_cleanup(api, check_mode=False) == []
+    assert [call[0] for call in api.calls] == ["get"]
