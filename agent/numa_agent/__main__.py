@@ -44,6 +44,14 @@ def main(argv=None):
     exporter.add_argument("--port", type=int, default=9201, help="port to serve on (default 9201)")
     exporter.add_argument("--tls-cert-file", help="serve HTTPS with this certificate (PEM, with --tls-key-file)")
     exporter.add_argument("--tls-key-file", help="the certificate's private key (PEM)")
+    exporter.add_argument("--authentication", choices=["tokenreview", "none"], default="tokenreview",
+                          help="who may read /metrics: tokenreview (default) lets in a bearer token that the API "
+                               "server authenticates (TokenReview) and allows to get the URL /metrics "
+                               "(SubjectAccessReview), as kube-rbac-proxy does; none lets in anyone who reaches the "
+                               "port (only where something in front already guards it)")
+    exporter.add_argument("--review-timeout", type=float, default=4.0,
+                          help="seconds each review may take; a slower API server gets the scraper a 503 "
+                               "(default %(default)s)")
     publisher = programs.add_parser(
         "topology-publisher", help="keep this node's Numatopology (Volcano's numa-aware plugin) current",
         description="The Numatopology publisher: kubelet's policies (its /configz), its free CPUs (PodResources) "

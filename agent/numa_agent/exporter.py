@@ -9,6 +9,13 @@ what kubelet assigned and may assign comes from its PodResources API (``List`` a
 container's memory per NUMA node comes from its cgroup's ``memory.numa_stat``, named through the
 API server's list of this node's pods (the agent's service account may list pods), which is read
 again only when a container appears that it cannot name.
+
+Those labels say which workloads run where, pinned to which CPUs: ``/metrics`` is served only to a
+scraper whose bearer token the API server authenticates and allows to ``get`` ``/metrics``
+(``--authentication=tokenreview``, the default; authn.py). ``--authentication=none`` serves anyone
+who reaches the port: only for an exporter that something in front of it already guards (a
+kube-rbac-proxy sidecar, a network policy or mesh that lets in Prometheus alone), or one listening
+on loopback for a test.
 """
 
 import logging
@@ -16,6 +23,7 @@ import signal
 import threading
 
 from ansible_collections.numa.kube.plugins.module_utils import metrics_server, numa_metrics
+from numa_agent.authn import scraper_check
 from numa_agent.pod_resources import PodResources, RpcError
 from numa_agent.pods import PodNames
 
@@ -48,6 +56,11 @@ class Exporter(object):
 
 
 def main(args):
+    try:
+        authorize = scraper_check(args)
+    except ValueError as exc:
+        LOG.error("%s", exc)
+        return 2
     exporter = Exporter(args)
     topology = exporter.scraper.topology
     LOG.info("NUMA nodes %s, %d PCI devices; PodResources at %s; pod names %s",
@@ -58,7 +71,9 @@ def main(args):
         signal.signal(signum, lambda *unused: stop.set())
 
     def ready(port):
-        LOG.info("serving %s on %s:%d", "HTTPS" if args.tls_cert_file else "HTTP", args.listen_address, port)
+        LOG.info("serving %s on %s:%d, /metrics %s", "HTTPS" if args.tls_cert_file else "HTTP", args.listen_address,
+                 port, "to anyone (--authentication=none)" if authorize is None else
+                 "to bearer tokens the API server allows to get /metrics")
 
     return metrics_server.serve(exporter.render, args.listen_address, args.port, args.tls_cert_file,
-                                args.tls_key_file, ready=ready, stop=stop)
+                                args.tls_key_file, ready=ready, stop=stop, authorize=authorize)

@@ -32,6 +32,9 @@ class PodNames(object):
         return bool(self.node_name and self.client.usable())
 
     def _list(self):
+        # RBAC cannot narrow a list by field: the grant is `list` on every pod of the cluster (and
+        # no `get`); the exporter asks for its own node's pods alone, with the field selector
+        # spec.nodeName (resourceVersion 0 lets the API server answer from its cache)
         query = urllib.parse.urlencode({"fieldSelector": "spec.nodeName=" + self.node_name, "resourceVersion": "0"})
         return self.client.get("/api/v1/pods?" + query)
 

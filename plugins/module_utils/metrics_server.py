@@ -3,16 +3,27 @@
 # GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
 """A small HTTP(S) server for a Prometheus exporter, standard library only.
 
-``/metrics`` answers with what ``render()`` returns (text format 0.0.4), ``/healthz`` with ``ok``.
-With a certificate and key it serves TLS only; the files are read again when they change, so a
-renewed certificate (a Secret the kubelet updates in place) is picked up without a restart.
+``/metrics`` answers with what ``render()`` returns (text format 0.0.4), ``/healthz`` with ``ok``
+(and, over TLS, the SHA-256 of the certificate served, so that whoever rotates it can tell when
+every server has switched). With a certificate and key it serves TLS only; the files are read
+again when their modification time changes (two ``stat`` calls a connection), so a renewed
+certificate (a Secret the kubelet updates in place) is picked up without a restart; files that do
+not load (a key that does not match, a half-written pair) leave the previous ones in use.
+
+Who may read ``/metrics`` is the caller's to decide: ``authorize`` is None (anyone who reaches the
+port, as the systemd exporter of the numa_exporter role serves) or a callable given the request's
+``Authorization`` header (None when absent) that returns ``(status, reason)``: 200 lets the
+request in; 401, 403 or 503 is answered with the reason. ``/healthz`` and ``/`` are never
+authenticated (kubelet's readiness probe carries no credentials).
 """
 
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import hashlib
 import os
+import re
 import ssl
 import sys
 import threading
@@ -28,6 +39,18 @@ except ImportError:  # pragma: no cover - Python 2: the exporter needs Python 3.
         """Stands in where http.server is missing."""
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+_PEM_CERTIFICATE = re.compile(r"-----BEGIN CERTIFICATE-----.+?-----END CERTIFICATE-----", re.S)
+_REASONS = {401: "unauthorized", 403: "forbidden", 503: "cannot check the credentials now"}
+
+
+def fingerprint(pem):
+    """The SHA-256 (hex) of the first certificate of a PEM text: what /healthz names."""
+    if isinstance(pem, bytes):
+        pem = pem.decode("ascii", "replace")
+    match = _PEM_CERTIFICATE.search(pem)
+    if not match:
+        raise ValueError("no PEM certificate found")
+    return hashlib.sha256(ssl.PEM_cert_to_DER_cert(match.group(0))).hexdigest()
 
 
 class _Certificates(object):
@@ -37,20 +60,40 @@ class _Certificates(object):
         self.files = (cert_file, key_file)
         self.lock = threading.Lock()
         self.stamp = None
+        self.failed = None  # the stamp of files that did not load: not tried again until they change
         self.context = None
-        self.current()
+        self.fingerprint = None
+        self.current()  # files that do not load at the start stop the server right away
 
     def _stamp(self):
         return tuple(os.stat(path).st_mtime_ns for path in self.files)
 
+    def _load(self):
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.minimum_version = ssl.TLSVersion.TLSv1_2
+        context.load_cert_chain(*self.files)
+        with open(self.files[0]) as handle:
+            return context, fingerprint(handle.read())
+
     def current(self):
         with self.lock:
-            stamp = self._stamp()
-            if stamp != self.stamp:
-                context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-                context.minimum_version = ssl.TLSVersion.TLSv1_2
-                context.load_cert_chain(*self.files)
-                self.context, self.stamp = context, stamp
+            try:
+                stamp = self._stamp()
+            except OSError:
+                if self.context is None:
+                    raise
+                return self.context  # the kubelet swaps a Secret volume's files: the old pair meanwhile
+            if stamp not in (self.stamp, self.failed):
+                try:
+                    context, served = self._load()
+                except (OSError, ssl.SSLError, ValueError) as exc:
+                    if self.context is None:
+                        raise
+                    self.failed = stamp
+                    sys.stderr.write("numa-exporter: the new certificate %s or key %s do not load (%s); still "
+                                     "serving sha256:%s\n" % (self.files[0], self.files[1], exc, self.fingerprint))
+                else:
+                    self.context, self.fingerprint, self.stamp = context, served, stamp
             return self.context
 
 
@@ -63,14 +106,26 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_GET(self):  # noqa: N802 - the name http.server calls
         path = self.path.split("?", 1)[0]
+        headers = {}
         if path == "/metrics":
-            try:
-                body, status = self.server.render().encode("utf-8"), 200
-            except Exception as exc:  # pylint: disable=broad-except
-                sys.stderr.write("numa-exporter: the scrape failed: %r\n" % (exc,))
-                body, status = ("scrape failed: %s\n" % exc).encode("utf-8"), 500
+            status, reason = self.server.verdict(self.headers.get("Authorization"))
+            if status != 200:
+                body = ("numa-exporter: %s: %s\n" % (_REASONS.get(status, "refused"), reason)).encode("utf-8")
+                if status == 401:
+                    headers["WWW-Authenticate"] = 'Bearer realm="numa-exporter"'
+                elif status == 503:
+                    headers["Retry-After"] = "5"
+            else:
+                try:
+                    body, status = self.server.render().encode("utf-8"), 200
+                except Exception as exc:  # pylint: disable=broad-except
+                    sys.stderr.write("numa-exporter: the scrape failed: %r\n" % (exc,))
+                    body, status = ("scrape failed: %s\n" % exc).encode("utf-8"), 500
         elif path == "/healthz":
             body, status = b"ok\n", 200
+            if self.server.certificates is not None:
+                self.server.certificates.current()  # a kept-alive connection may be older than the files
+                body += ("certificate-sha256: %s\n" % self.server.certificates.fingerprint).encode("ascii")
         elif path == "/":
             body, status = b"numa-exporter: metrics at /metrics\n", 200
         else:
@@ -78,6 +133,8 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_response(status)
         self.send_header("Content-Type", CONTENT_TYPE)
         self.send_header("Content-Length", str(len(body)))
+        for name, value in sorted(headers.items()):
+            self.send_header(name, value)
         self.end_headers()
         self.wfile.write(body)
 
@@ -88,10 +145,22 @@ class _Handler(BaseHTTPRequestHandler):
 class MetricsServer(ThreadingHTTPServer):
     daemon_threads = True
 
-    def __init__(self, address, port, render, cert_file=None, key_file=None):
+    def __init__(self, address, port, render, cert_file=None, key_file=None, authorize=None):
         self.render = render
+        self.authorize = authorize
         self.certificates = _Certificates(cert_file, key_file) if cert_file else None
         ThreadingHTTPServer.__init__(self, (address, port), _Handler)
+
+    def verdict(self, authorization):
+        """(status, reason) for a request to /metrics carrying ``authorization`` (the header or None)."""
+        if self.authorize is None:
+            return 200, "open"
+        try:
+            status, reason = self.authorize(authorization)
+        except Exception as exc:  # pylint: disable=broad-except
+            sys.stderr.write("numa-exporter: the credentials check failed: %r\n" % (exc,))
+            return 503, "the credentials check failed"
+        return (status, reason) if status in (200, 401, 403, 503) else (503, "unexpected verdict %r" % (status,))
 
     def get_request(self):
         conn, addr = self.socket.accept()
@@ -111,9 +180,9 @@ class MetricsServer(ThreadingHTTPServer):
         return self.server_address[1]
 
 
-def serve(render, address, port, cert_file=None, key_file=None, ready=None, stop=None):
-    """Serve until ``stop`` (an Event) is set; ``ready`` receives the bound port."""
-    server = MetricsServer(address, port, render, cert_file, key_file)
+def serve(render, address, port, cert_file=None, key_file=None, ready=None, stop=None, authorize=None):
+    """Serve until ``stop`` (an Event) is set; ``ready`` receives the bound port; ``authorize``: see above."""
+    server = MetricsServer(address, port, render, cert_file, key_file, authorize)
     thread = threading.Thread(target=server.serve_forever, name="metrics", daemon=True)
     thread.start()
     stop = stop or threading.Event()

@@ -8,7 +8,9 @@ Conventions of the openFuyao guide unless overridden: Service ``numa-exporter`` 
 ``app: numa-exporter`` with a port named ``https`` served over TLS, a ServiceMonitor scraping it
 every 30 s, everything in ``volcano-system``. The exporter runs in the node's network namespace (as
 node exporters do), listening on the node's address only; Prometheus verifies its certificate
-against the CA in the Secret, under the Service's DNS name.
+against the CA in the Secret, under the Service's DNS name, and sends its service account's token,
+which the exporter has the API server review (TokenReview, then a SubjectAccessReview for the
+non-resource URL /metrics, as kube-rbac-proxy does) before it answers.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -18,15 +20,24 @@ __metaclass__ = type
 import base64
 import datetime
 import json
+import re
 
-from ansible_collections.numa.kube.plugins.module_utils.kube_api import KubeApiError, comparable, describe
+from ansible_collections.numa.kube.plugins.module_utils.kube_api import (
+    KubeApiError,
+    check_name,
+    check_namespace,
+    comparable,
+    describe,
+    label_selector,
+)
 from ansible_collections.numa.kube.plugins.module_utils.kube_wait import daemonset_ready
 from ansible_collections.numa.kube.plugins.module_utils.resource_plugin import DEFAULT_TOLERATIONS
 
 try:
     from cryptography import x509
+    from cryptography.exceptions import InvalidSignature
     from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.hazmat.primitives.asymmetric import ec, padding, rsa
     from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
     HAS_CRYPTOGRAPHY = True
 except ImportError:  # reported by the module when it must make a certificate
@@ -38,6 +49,28 @@ DEFAULT_RESOURCES = {"requests": {"cpu": "20m", "memory": "40Mi"}, "limits": {"m
 POD_RESOURCES_DIR = "/var/lib/kubelet/pod-resources"
 CERTIFICATE_DAYS = 825
 RENEW_DAYS = 30
+# where the operator's Prometheus finds its own service account's token (automounted), which the
+# ServiceMonitor has it send: the exporter lets it in once the API server says Prometheus may
+# get /metrics
+TOKEN_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/token"
+# when the module began to replace its CA (the old one stays in ca.crt meanwhile): for people
+ROTATION_ANNOTATION = "numa.kube/ca-rotation-started"
+# the sysfs subtrees the exporter reads (numa_metrics.Topology and Scraper), each mounted read-only
+# at the same place under /host/sys as on the host:
+# - devices: devices/system/node (NUMA nodes: cpulist, meminfo, numastat, distance, hugepages),
+#   devices/system/cpu/online, and the real folders of the PCI devices;
+# - bus/pci/devices: one symlink per PCI device, such as 0000:00:01.0 ->
+#   ../../../devices/pci0000:00/0000:00:01.0. The link is relative and the kernel resolves it in the
+#   container's own tree, so it lands in /host/sys/devices/pci0000:00/... only because /sys/devices
+#   is mounted at /host/sys/devices. All of /sys/devices rather than its pci* folders: a hostPath
+#   cannot name "every pci* folder", their number and names differ between machines, and on some
+#   (ARM SoCs) the host bridges sit under devices/platform/.../pci0000:00.
+# - fs/cgroup: the node's cgroup tree (kubelet's kubepods, each container's memory.numa_stat).
+# Left out: kernel/ (debug, tracing, security), firmware/ (ACPI tables, EFI variables), module/,
+# power/, block/, class/ and the other file systems under fs/.
+SYSFS_MOUNTS = (("sys-devices", "/sys/devices"), ("sys-pci-devices", "/sys/bus/pci/devices"),
+                ("sys-cgroup", "/sys/fs/cgroup"))
+HOST_ROOT = "/host"
 
 
 class MonitoringError(Exception):
@@ -78,26 +111,33 @@ def _meta(params, name=None, namespace=True, extra_labels=None):
 def daemonset(params):
     port = params["port"]
     scheme_args = ["--tls-cert-file=/etc/numa-exporter/tls/tls.crt", "--tls-key-file=/etc/numa-exporter/tls/tls.key"]
+    if not params["exporter_authentication"]:
+        scheme_args.append("--authentication=none")
     container = {
         "name": "exporter",
         "image": params["image"],
         "imagePullPolicy": params["image_pull_policy"],
-        "args": ["exporter", "--listen-address=$(NODE_IP)", "--port=%d" % port, "--sysfs=/host/sys",
-                 "--cgroup-root=/host/sys/fs/cgroup",
+        "args": ["exporter", "--listen-address=$(NODE_IP)", "--port=%d" % port, "--sysfs=%s/sys" % HOST_ROOT,
+                 "--cgroup-root=%s/sys/fs/cgroup" % HOST_ROOT,
                  "--pod-resources-socket=%s/kubelet.sock" % POD_RESOURCES_DIR] + scheme_args,
         "env": [{"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
                 {"name": "NODE_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.hostIP"}}}],
         "ports": [{"name": "https", "containerPort": port, "protocol": "TCP"}],
+        # /healthz answers without credentials (the probe has none); /metrics wants a token
         "readinessProbe": {"httpGet": {"path": "/healthz", "port": port, "scheme": "HTTPS"},
                            "periodSeconds": 10, "timeoutSeconds": 5},
         "resources": params.get("resources") or DEFAULT_RESOURCES,
-        # root only to open kubelet's PodResources socket (root's, mode 0600); no capability at all
+        # uid 0 only because kubelet's PodResources socket is root's and writable by root alone
+        # (connecting to a unix socket needs write permission): every other file the exporter
+        # reads (sysfs, memory.numa_stat) is readable by anyone. No capability at all, so root
+        # here cannot read past file modes (no CAP_DAC_OVERRIDE) nor write to the read-only mounts.
         "securityContext": {"runAsUser": 0, "runAsNonRoot": False, "allowPrivilegeEscalation": False,
                             "readOnlyRootFilesystem": True, "capabilities": {"drop": ["ALL"]},
                             "seccompProfile": {"type": "RuntimeDefault"}},
-        "volumeMounts": [{"name": "sys", "mountPath": "/host/sys", "readOnly": True},
-                         {"name": "pod-resources", "mountPath": POD_RESOURCES_DIR, "readOnly": True},
-                         {"name": "tls", "mountPath": "/etc/numa-exporter/tls", "readOnly": True}],
+        "volumeMounts": [{"name": name, "mountPath": HOST_ROOT + path, "readOnly": True}
+                         for name, path in SYSFS_MOUNTS] + [
+            {"name": "pod-resources", "mountPath": POD_RESOURCES_DIR, "readOnly": True},
+            {"name": "tls", "mountPath": "/etc/numa-exporter/tls", "readOnly": True}],
     }
     pod_spec = {
         "serviceAccountName": params["name"],
@@ -108,9 +148,9 @@ def daemonset(params):
         "tolerations": DEFAULT_TOLERATIONS if params.get("tolerations") is None else params["tolerations"],
         "terminationGracePeriodSeconds": 10,
         "containers": [container],
-        "volumes": [{"name": "sys", "hostPath": {"path": "/sys", "type": "Directory"}},
-                    {"name": "pod-resources", "hostPath": {"path": POD_RESOURCES_DIR, "type": "DirectoryOrCreate"}},
-                    {"name": "tls", "secret": {"secretName": tls_secret_name(params), "defaultMode": 0o400}}],
+        "volumes": [{"name": name, "hostPath": {"path": path, "type": "Directory"}} for name, path in SYSFS_MOUNTS] + [
+            {"name": "pod-resources", "hostPath": {"path": POD_RESOURCES_DIR, "type": "DirectoryOrCreate"}},
+            {"name": "tls", "secret": {"secretName": tls_secret_name(params), "defaultMode": 0o400}}],
     }
     for field in ("nodeSelector", "priorityClassName"):
         if not pod_spec[field]:
@@ -137,6 +177,12 @@ def service_monitor(params):
         "relabelings": [{"sourceLabels": ["__meta_kubernetes_pod_node_name"], "targetLabel": "node",
                          "action": "replace"}],
     }
+    if params["exporter_authentication"]:
+        # Prometheus's own service account token, as kube-prometheus scrapes kubelet. In
+        # prometheus-operator v0.88 an endpoint's `authorization` takes only a Secret's key (no
+        # file), and the token Prometheus already has is a file: bearerTokenFile (deprecated, still
+        # served; a Prometheus with arbitraryFSAccessThroughSMs.deny refuses it)
+        endpoint["bearerTokenFile"] = TOKEN_FILE
     return {"apiVersion": MONITORING_GROUP, "kind": "ServiceMonitor",
             "metadata": _meta(params, extra_labels=params.get("service_monitor_labels")),
             "spec": {"selector": {"matchLabels": {"app": APP, "app.kubernetes.io/instance": params["name"]}},
@@ -201,15 +247,27 @@ def dashboard_config_map(params):
             "data": {"numa-kube-numa.json": json.dumps(params["dashboard"], indent=2, sort_keys=True)}}
 
 
+def exporter_rules(params):
+    """What the exporter's service account may do, and no more."""
+    # list pods, to name containers: RBAC cannot narrow a list by field, so the grant covers the
+    # cluster's pods while the exporter asks for its own node's alone (field selector
+    # spec.nodeName, agent/numa_agent/pods.py); no get, which it never needs
+    rules = [{"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]}]
+    if params["exporter_authentication"]:
+        # ask the API server whose a scraper's token is and whether it may get /metrics (what the
+        # built-in ClusterRole system:auth-delegator grants, and no more)
+        rules += [{"apiGroups": ["authentication.k8s.io"], "resources": ["tokenreviews"], "verbs": ["create"]},
+                  {"apiGroups": ["authorization.k8s.io"], "resources": ["subjectaccessreviews"], "verbs": ["create"]}]
+    return rules
+
+
 def objects(params, operator=True):
     """Every object of the stack, in the order they are applied (the TLS Secret is separate)."""
     name, namespace = params["name"], params["namespace"]
     found = [
         {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": _meta(params)},
-        # the exporter names containers through the API server's list of its node's pods
         {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
-         "metadata": _meta(params, name="numa.kube:%s" % name, namespace=False),
-         "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list"]}]},
+         "metadata": _meta(params, name="numa.kube:%s" % name, namespace=False), "rules": exporter_rules(params)},
         {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
          "metadata": _meta(params, name="numa.kube:%s" % name, namespace=False),
          "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "numa.kube:%s" % name},
@@ -245,7 +303,9 @@ def make_certificates(names, now=None):
     now = now or datetime.datetime.now(datetime.timezone.utc)
     start, end = now - datetime.timedelta(hours=1), now + datetime.timedelta(days=CERTIFICATE_DAYS)
     ca_key = ec.generate_private_key(ec.SECP256R1())
-    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, u"numa.kube numa-exporter CA")])
+    # dated, so that the old and the new CA of a rotation tell apart in the bundle
+    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, u"numa.kube numa-exporter CA %s"
+                                            % now.strftime("%Y-%m-%d %H:%M:%S"))])
     ca = (x509.CertificateBuilder().subject_name(ca_name).issuer_name(ca_name).public_key(ca_key.public_key())
           .serial_number(x509.random_serial_number()).not_valid_before(start).not_valid_after(end)
           .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
@@ -270,54 +330,250 @@ def make_certificates(names, now=None):
     return {"ca.crt": _pem(ca), "tls.crt": _pem(leaf), "tls.key": _key_pem(key)}
 
 
+def _now(now=None):
+    return now or datetime.datetime.now(datetime.timezone.utc)
+
+
+def _utc(cert, field):
+    """A certificate's not_valid_before/after as an aware datetime, in every cryptography release."""
+    value = getattr(cert, field + "_utc", None)
+    return value or getattr(cert, field).replace(tzinfo=datetime.timezone.utc)
+
+
+def _certificates(blob):
+    """Every certificate of a PEM text (a bundle), in order; ValueError if one does not parse."""
+    return [x509.load_pem_x509_certificate(block)
+            for block in re.findall(b"-----BEGIN CERTIFICATE-----.+?-----END CERTIFICATE-----", blob, re.S)]
+
+
+def _who(cert):
+    return cert.subject.rfc4514_string() or "(no subject)"
+
+
+def _issued_by(cert, issuer):
+    """Whether ``issuer`` names and signed ``cert`` (its signature checked with issuer's key)."""
+    if cert.issuer != issuer.subject:
+        return False
+    try:
+        if hasattr(cert, "verify_directly_issued_by"):  # cryptography 40 and later
+            cert.verify_directly_issued_by(issuer)
+            return True
+        key = issuer.public_key()
+        if isinstance(key, rsa.RSAPublicKey):
+            key.verify(cert.signature, cert.tbs_certificate_bytes, padding.PKCS1v15(), cert.signature_hash_algorithm)
+        elif isinstance(key, ec.EllipticCurvePublicKey):
+            key.verify(cert.signature, cert.tbs_certificate_bytes, ec.ECDSA(cert.signature_hash_algorithm))
+        else:  # Ed25519, Ed448
+            key.verify(cert.signature, cert.tbs_certificate_bytes)
+        return True
+    except (InvalidSignature, ValueError, TypeError):
+        return False
+
+
+def _chain(leaf, intermediates, anchors):
+    """The certificates from ``leaf`` up to one of ``anchors`` (ca.crt's), through the
+    intermediates that follow the leaf in tls.crt; None when no CA of ca.crt signed it."""
+    chain = [leaf]
+    while len(chain) <= len(intermediates) + 1:
+        anchor = next((ca for ca in anchors if _issued_by(chain[-1], ca)), None)
+        if anchor is not None:
+            return chain + [anchor]
+        step = next((c for c in intermediates if c not in chain and _issued_by(chain[-1], c)), None)
+        if step is None:
+            return None
+        chain.append(step)
+    return None
+
+
+def _dns_names(cert):
+    try:
+        return cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value.get_values_for_type(
+            x509.DNSName)
+    except x509.ExtensionNotFound:
+        return []
+
+
+def _names_host(pattern, host):
+    """A DNS name of a certificate matches ``host`` (a wildcard stands for one whole left-most label)."""
+    if pattern.startswith("*."):
+        return "." in host and host.split(".", 1)[1] == pattern[2:]
+    return pattern == host
+
+
+def _decoded(secret):
+    """The Secret's data as bytes by key; ValueError naming a value that is not base64."""
+    found = {}
+    for key, value in ((secret or {}).get("data") or {}).items():
+        try:
+            found[key] = base64.b64decode(value, validate=True)
+        except (TypeError, ValueError):
+            raise ValueError("its %s is not base64 (a Secret's data must be)" % key)
+    return found
+
+
 def certificate_problems(secret, names, now=None):
-    """Why a Secret's certificate cannot serve ``names`` (missing keys, names, near its end)."""
-    data = (secret or {}).get("data") or {}
+    """What keeps a TLS Secret from serving ``names`` (the exporter's DNS names): a list of
+    (what is wrong, the fix), empty when ca.crt, tls.crt and tls.key form a chain whose key matches,
+    valid now for RENEW_DAYS more days and naming every one of ``names``."""
+    now = _now(now)
+    try:
+        data = _decoded(secret)
+    except ValueError as exc:
+        return [(str(exc), "store each value base64-encoded, or use stringData")]
     missing = [key for key in ("ca.crt", "tls.crt", "tls.key") if not data.get(key)]
     if missing:
-        return ["it has no %s" % ", ".join(missing)]
-    if not HAS_CRYPTOGRAPHY:
-        return []
-    now = now or datetime.datetime.now(datetime.timezone.utc)
-    try:
-        leaf = x509.load_pem_x509_certificate(base64.b64decode(data["tls.crt"]))
-    except ValueError as exc:
-        return ["its tls.crt is not a PEM certificate: %s" % exc]
+        return [("it has no %s" % ", ".join(missing), "give it ca.crt (the CA), tls.crt (the exporter's certificate) "
+                                                      "and tls.key (that certificate's key), as cert-manager writes them")]
     problems = []
     try:
-        sans = leaf.extensions.get_extension_for_class(x509.SubjectAlternativeName).value.get_values_for_type(x509.DNSName)
-    except x509.ExtensionNotFound:
-        sans = []
-    absent = [n for n in names if n not in sans]
+        anchors = _certificates(data["ca.crt"])
+    except ValueError as exc:
+        anchors, problems = [], [("its ca.crt does not parse (%s)" % exc, "put the CA's certificate in ca.crt, PEM")]
+    if not anchors and not problems:
+        problems.append(("its ca.crt holds no PEM certificate", "put the PEM certificate of the CA that signed "
+                                                                 "tls.crt in ca.crt"))
+    try:
+        served = _certificates(data["tls.crt"])
+    except ValueError as exc:
+        served = []
+        problems.append(("its tls.crt does not parse (%s)" % exc, "put the exporter's certificate in tls.crt, PEM"))
+    else:
+        if not served:
+            problems.append(("its tls.crt holds no PEM certificate", "put the exporter's certificate (PEM, the "
+                                                                     "certificate first, then any intermediate CA) "
+                                                                     "in tls.crt"))
+    try:
+        key = serialization.load_pem_private_key(data["tls.key"], password=None)
+    except (ValueError, TypeError) as exc:
+        key = None
+        problems.append(("its tls.key is not an unencrypted PEM private key (%s)" % exc,
+                         "put tls.crt's private key in tls.key, PEM and without a passphrase"))
+    if not served:
+        return problems
+    leaf = served[0]
+    spki = (serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)
+    if key is not None and key.public_key().public_bytes(*spki) != leaf.public_key().public_bytes(*spki):
+        problems.append(("its tls.key is not the key of its tls.crt (%s): their public keys differ" % _who(leaf),
+                         "put tls.crt's own private key in tls.key (or the certificate of that key in tls.crt)"))
+    chain = _chain(leaf, served[1:], anchors) if anchors else None
+    if anchors and chain is None:
+        problems.append(("its tls.crt (%s, issued by %s) is not signed by a CA in its ca.crt (%s)"
+                         % (_who(leaf), leaf.issuer.rfc4514_string(), "; ".join(_who(ca) for ca in anchors)),
+                         "put the CA that issued tls.crt in ca.crt, and any intermediate CA in tls.crt after the "
+                         "certificate"))
+    start, end = _utc(leaf, "not_valid_before"), _utc(leaf, "not_valid_after")
+    if now < start:
+        problems.append(("its tls.crt is valid only from %s" % start.isoformat(), "issue one valid now (are the "
+                                                                                  "clocks right?)"))
+    elif end <= now:
+        problems.append(("its tls.crt expired on %s" % end.isoformat(), "renew it"))
+    elif end - now < datetime.timedelta(days=RENEW_DAYS):
+        problems.append(("its tls.crt ends on %s, within %d days" % (end.date().isoformat(), RENEW_DAYS),
+                         "renew it (cert-manager renews a third of the way before the end by default)"))
+    for ca in (chain or [])[1:]:
+        if _utc(ca, "not_valid_after") <= now:
+            problems.append(("the CA %s of its chain expired on %s" % (_who(ca), _utc(ca, "not_valid_after").isoformat()),
+                             "renew that CA and the certificates it signed"))
+    sans = _dns_names(leaf)
+    absent = [n for n in names if not any(_names_host(pattern, n) for pattern in sans)]
     if absent:
-        problems.append("its certificate does not name %s (it names %s)" % (", ".join(absent), ", ".join(sans) or "nothing"))
-    end = getattr(leaf, "not_valid_after_utc", None) or leaf.not_valid_after.replace(tzinfo=datetime.timezone.utc)
-    if end - now < datetime.timedelta(days=RENEW_DAYS):
-        problems.append("its certificate ends %s, within %d days" % (end.date().isoformat(), RENEW_DAYS))
+        problems.append(("its tls.crt does not name %s (it names %s)" % (", ".join(absent), ", ".join(sans) or "nothing"),
+                         "issue it with %s among its DNS subject alternative names" % ", ".join(absent)))
     return problems
 
 
-def tls_secret(api, params, check_mode):
-    """Make sure the TLS Secret is usable: (changed, before, after, note)."""
-    name = tls_secret_name(params)
-    path = "/api/v1/namespaces/%s/secrets/%s" % (params["namespace"], name)
-    current = api.get(path)
-    names = [server_name(params), "%s.%s.svc.cluster.local" % (params["name"], params["namespace"])]
-    problems = certificate_problems(current, names[:1]) if current is not None else ["it does not exist"]
-    if not problems:
-        return False, None, None, "Secret %s/%s serves %s" % (params["namespace"], name, names[0])
-    if params.get("tls_secret"):  # the user's own: never replaced
-        raise MonitoringError(["the TLS Secret %s/%s given as tls_secret cannot serve the exporter: %s; give it "
-                               "ca.crt, tls.crt and tls.key for %s, or leave tls_secret unset and the module makes one"
-                               % (params["namespace"], name, "; ".join(problems), names[0])])
-    if not HAS_CRYPTOGRAPHY:
-        raise MonitoringError(["making the TLS Secret needs the Python library cryptography on the controller"])
-    secret = {"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls",
-              "metadata": _meta(params, name=name),
-              "data": dict((key, base64.b64encode(value).decode("ascii"))
-                           for key, value in make_certificates(names).items())}
-    changed, before, after = api.apply(secret, check_mode)
-    return changed, before, after, "Secret %s/%s made (%s)" % (params["namespace"], name, "; ".join(problems))
+def _served_names(params):
+    return [server_name(params), "%s.%s.svc.cluster.local" % (params["name"], params["namespace"])]
+
+
+def _secret_path(params):
+    return "/api/v1/namespaces/%s/secrets/%s" % (check_namespace(params["namespace"]),
+                                                  check_name(tls_secret_name(params), "tls_secret"))
+
+
+def _leaf_fingerprint(data):
+    return _certificates(data["tls.crt"])[0].fingerprint(hashes.SHA256()).hex()
+
+
+def user_secret(api, params):
+    """The user's Secret (``tls_secret``), checked before anything is applied: (note, the SHA-256
+    of its certificate); MonitoringError naming each problem and its fix. Never changed."""
+    name = "%s/%s" % (params["namespace"], tls_secret_name(params))
+    current = api.get(_secret_path(params))
+    if current is None:
+        problems = [("it does not exist", "create it in %s (e.g. a cert-manager Certificate with secretName %s and "
+                                          "dnsNames [%s]), or leave tls_secret empty and the module makes one"
+                     % (params["namespace"], tls_secret_name(params), server_name(params)))]
+    else:
+        problems = certificate_problems(current, [server_name(params)])
+    if problems:
+        raise MonitoringError(["the TLS Secret %s given as tls_secret cannot serve the exporter: %s. Fix: %s"
+                               % (name, what, fix) for what, fix in problems])
+    return "Secret %s (yours) serves %s" % (name, server_name(params)), _leaf_fingerprint(_decoded(current))
+
+
+def _secret(params, data, rotation_started=None):
+    meta = _meta(params, name=tls_secret_name(params))
+    if rotation_started:
+        meta["annotations"] = {ROTATION_ANNOTATION: rotation_started}
+    return {"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls", "metadata": meta,
+            "data": dict((key, base64.b64encode(value).decode("ascii")) for key, value in sorted(data.items()))}
+
+
+def own_secret(api, params, check_mode, serving, now=None):
+    """The module's own Secret made, renewed or its CA bundle trimmed: (changed, before, after,
+    note, the SHA-256 of the certificate it holds).
+
+    Renewing (RENEW_DAYS before the end, or when the Secret cannot serve) makes a new CA and
+    certificate, and keeps every unexpired CA of the old ca.crt next to the new one: Prometheus
+    may still hold the old bundle and the exporters still serve the old certificate until kubelet
+    updates their Secret volume (they read it again when it changes). The rule for the old CA:
+    it leaves ca.crt on the first run that finds, before applying anything, every selected node's
+    exporter serving the Secret's current certificate (``serving(fingerprint)``, from /healthz),
+    or once it has expired.
+    """
+    now = _now(now)
+    name = "%s/%s" % (params["namespace"], tls_secret_name(params))
+    current = api.get(_secret_path(params))
+    problems = ["it does not exist"] if current is None else [
+        what for what, _fix in certificate_problems(current, [server_name(params)], now)]
+    try:
+        data = _decoded(current)
+        bundle = _certificates(data.get("ca.crt") or b"")
+    except ValueError:
+        data, bundle = {}, []
+    if problems:
+        made = make_certificates(_served_names(params), now)
+        kept = [ca for ca in bundle if _utc(ca, "not_valid_after") > now]
+        made["ca.crt"] += b"".join(_pem(ca) for ca in kept)
+        started = now.strftime("%Y-%m-%dT%H:%M:%SZ") if kept else None
+        changed, before, after = api.apply(_secret(params, made, started), check_mode)
+        note = "Secret %s %s (%s)" % (name, "made" if current is None else "renewed", "; ".join(problems))
+        if kept:
+            note += "; its old CA stays in ca.crt until every exporter serves the new certificate"
+        return changed, before, after, note, _leaf_fingerprint(made)
+    fingerprint = _leaf_fingerprint(data)
+    served = _certificates(data["tls.crt"])
+    chain = _chain(served[0], served[1:], bundle)
+    old = [ca for ca in bundle if ca is not chain[-1]]
+    if not old:
+        return False, None, None, "Secret %s serves %s" % (name, server_name(params)), fingerprint
+    expired = [ca for ca in old if _utc(ca, "not_valid_after") <= now]
+    waiting = {}
+    if len(expired) < len(old):
+        waiting = dict(item for item in serving(fingerprint).items() if item[1] != "serving")
+    drop = old if not waiting else expired
+    why = "expired" if waiting or len(expired) == len(old) else "every exporter serves the new certificate"
+    if not drop:
+        return False, None, None, ("Secret %s serves %s; its old CA stays in ca.crt until every exporter serves the "
+                                   "new certificate (%s)" % (name, server_name(params), "; ".join(
+                                       "%s: %s" % item for item in sorted(waiting.items())))), fingerprint
+    kept = [ca for ca in bundle if ca not in drop]
+    started = ((current.get("metadata") or {}).get("annotations") or {}).get(ROTATION_ANNOTATION)
+    data["ca.crt"] = b"".join(_pem(ca) for ca in kept)
+    changed, before, after = api.apply(_secret(params, data, started if len(kept) > 1 else None), check_mode)
+    return changed, before, after, ("Secret %s serves %s; the old CA left ca.crt (%s)"
+                                    % (name, server_name(params), why)), fingerprint
 
 
 # --- the run -------------------------------------------------------------------------------------
@@ -329,15 +585,55 @@ def operator_installed(api):
     return {"servicemonitors", "prometheusrules"} <= names
 
 
-def exporter_answers(api, params, pod):
-    """None when the exporter in ``pod`` serves its metrics (through the API server), else why not."""
-    path = "/api/v1/namespaces/%s/pods/https:%s:%d/proxy/metrics" % (
-        params["namespace"], pod["metadata"]["name"], params["port"])
+_SERVED = re.compile(r"^certificate-sha256: ([0-9a-f]{64})$", re.M)
+
+
+def exporter_answers(api, params, pod, fingerprint=None):
+    """None when the exporter in ``pod`` serves as it should, else why not. Asked through the API
+    server's pod proxy, which passes on no credentials: /healthz answers ok and names the
+    certificate served (the Secret's current one, ``fingerprint``, when given), and /metrics
+    without a token is refused with 401 (with ``exporter_authentication``; else it answers with the
+    metrics)."""
+    base = "/api/v1/namespaces/%s/pods/https:%s:%d/proxy" % (
+        check_namespace(params["namespace"]), check_name(pod["metadata"]["name"], "pod name"), params["port"])
     try:
-        text = api.request("GET", path, text=True)
+        health = api.request("GET", base + "/healthz", text=True)
     except KubeApiError as exc:
-        return str(exc)
+        return "its /healthz does not answer: %s" % exc
+    if not health.startswith("ok"):
+        return "its /healthz answers %r" % health[:200]
+    served = _SERVED.search(health)
+    if fingerprint and not served:
+        return "its /healthz names no certificate (is its image older than this collection?)"
+    if fingerprint and served.group(1) != fingerprint:
+        return ("it serves the certificate sha256:%s, not the Secret's sha256:%s (kubelet has not updated its "
+                "Secret volume yet)" % (served.group(1)[:16], fingerprint[:16]))
+    try:
+        text = api.request("GET", base + "/metrics", text=True)
+    except KubeApiError as exc:
+        if params["exporter_authentication"] and exc.status == 401:
+            return None
+        return "its /metrics without a token answers: %s" % exc
+    if params["exporter_authentication"]:
+        return ("its /metrics answers without a token: the exporter does not authenticate its scrapers (is its "
+                "image older than this collection, or does it run with --authentication=none?)")
     return None if "numa_node_cpus_count" in text else "its /metrics has no numa_node_cpus_count"
+
+
+def exporter_states(api, params, names, fingerprint=None):
+    """{node: "serving" or why not} for each of ``names`` (selected nodes), from their exporter pods."""
+    selector = label_selector({"app": APP, "app.kubernetes.io/instance": params["name"]})
+    pods = (api.get("/api/v1/namespaces/%s/pods" % check_namespace(params["namespace"]),
+                    label_selector=selector) or {}).get("items", [])
+    state = {}
+    for pod in pods:
+        node = (pod.get("spec") or {}).get("nodeName")
+        if node in names and (pod.get("status") or {}).get("phase") == "Running" and node not in state:
+            why = exporter_answers(api, params, pod, fingerprint)
+            state[node] = "serving" if why is None else why
+    for node in names:
+        state.setdefault(node, "no running exporter pod")
+    return state
 
 
 def run(api, params, check_mode, wait_for):
@@ -365,17 +661,23 @@ def run(api, params, check_mode, wait_for):
                                "install Prometheus Operator (e.g. kube-prometheus-stack) first, set "
                                "without_operator: service to deploy the exporter and its Service alone, or turn "
                                "service_monitor and prometheus_rule off"])
+    if not HAS_CRYPTOGRAPHY:
+        raise MonitoringError(["checking and making the exporter's TLS Secret needs the Python library cryptography "
+                               "where the module runs: install it there (python3-cryptography, pip install "
+                               "cryptography)"])
     nodes = api.nodes(params.get("node_selector"))
     names = [node["metadata"]["name"] for node in nodes]
     if not names:
         raise MonitoringError(["no Node matches node_selector %r: the exporter would run nowhere"
                                % (params.get("node_selector") or {})])
+    if params.get("tls_secret"):  # the user's: refused before anything is applied, never changed
+        user_note, fingerprint = user_secret(api, params)
 
     # the namespaces the stack lives in, made when missing; a preview cannot ask the API server
     # to dry-run objects into a namespace that does not exist yet, so it shows them as they are
     missing = set()
     for name in sorted(set([params["namespace"], params.get("dashboard_namespace") or params["namespace"]])):
-        if api.get("/api/v1/namespaces/%s" % name) is None:
+        if api.get("/api/v1/namespaces/%s" % check_namespace(name)) is None:
             namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
             changed, before, after = api.apply(namespace, check_mode)
             record(describe(namespace), changed, before, after)
@@ -386,11 +688,15 @@ def run(api, params, check_mode, wait_for):
             return True, {}, comparable(obj)
         return api.apply(obj, check_mode)
 
-    if check_mode and params["namespace"] in missing:
+    if params.get("tls_secret"):
+        changed, before, after, result["tls"] = False, None, None, user_note
+    elif check_mode and params["namespace"] in missing:
         changed, before, after = True, {}, {"kind": "Secret", "metadata": _meta(params, name=tls_secret_name(params))}
         result["tls"] = "Secret %s/%s would be made" % (params["namespace"], tls_secret_name(params))
+        fingerprint = None
     else:
-        changed, before, after, result["tls"] = tls_secret(api, params, check_mode)
+        changed, before, after, result["tls"], fingerprint = own_secret(
+            api, params, check_mode, lambda served: exporter_states(api, params, names, served))
     record("Secret %s/%s" % (params["namespace"], tls_secret_name(params)), changed, before, after)
     for obj in objects(params, operator):
         changed, before, after = apply(obj)
@@ -406,16 +712,7 @@ def run(api, params, check_mode, wait_for):
     result["rollout_seconds"] = round(waited, 1)
 
     def serving():
-        pods = (api.get("/api/v1/namespaces/%s/pods" % params["namespace"],
-                        label_selector="app=%s,app.kubernetes.io/instance=%s" % (APP, params["name"])) or {}).get("items", [])
-        state = {}
-        for pod in pods:
-            node = (pod.get("spec") or {}).get("nodeName")
-            if node in names and (pod.get("status") or {}).get("phase") == "Running":
-                why = exporter_answers(api, params, pod)
-                state[node] = "serving" if why is None else why
-        for node in names:
-            state.setdefault(node, "no running exporter pod")
+        state = exporter_states(api, params, names, fingerprint)
         return all(value == "serving" for value in state.values()), state
 
     done, state, waited = wait_for(serving, params["wait_timeout"])

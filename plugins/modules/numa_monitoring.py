@@ -15,7 +15,8 @@ version_added: "0.1.0"
 description:
   - Deploys the node agent's NUMA exporter as a DaemonSet in each selected node's network namespace,
     listening on the node's address only and serving HTTPS, with its ServiceAccount (allowed to list
-    pods, to name containers), a headless Service C(numa-exporter) (label C(app=numa-exporter),
+    pods, to name containers, and to create TokenReviews and SubjectAccessReviews, to authenticate
+    its scrapers), a headless Service C(numa-exporter) (label C(app=numa-exporter),
     port C(https)), a TLS Secret, a Prometheus Operator ServiceMonitor and PrometheusRule, and a
     Grafana dashboard ConfigMap that the kube-prometheus-stack dashboard sidecar loads (server-side
     apply, field manager C(numa.kube)).
@@ -24,11 +25,29 @@ description:
     size, the kernel's numastat counters and distances; per container the CPUs, memory and devices
     kubelet assigned on each NUMA node (kubelet's PodResources API) and the bytes of its memory on
     each NUMA node (its cgroup's C(memory.numa_stat)); each PCI device's NUMA node.
+  - The exporter's metrics name pods, namespaces and the CPUs they are pinned to, so with
+    O(exporter_authentication) (the default) it serves C(/metrics) only to a scraper whose bearer
+    token the API server authenticates (TokenReview) and allows to C(get) the non-resource URL
+    C(/metrics) (SubjectAccessReview), as kube-rbac-proxy does; each verdict is kept 60 s (10 s for a
+    refusal). No token or an invalid one gets 401, a user without the grant 403, an API server that
+    does not answer in 4 s 503. C(/healthz) stays open (kubelet's readiness probe). The
+    ServiceMonitor has Prometheus send its own service account token (C(bearerTokenFile)), so
+    Prometheus's ServiceAccount needs a ClusterRole rule with nonResourceURLs C([/metrics]) and
+    verbs C([get]), as kube-prometheus and kube-prometheus-stack give theirs.
+  - The exporter mounts only the sysfs subtrees it reads (C(/sys/devices), C(/sys/bus/pci/devices),
+    C(/sys/fs/cgroup)), read-only, with no capability; it runs as uid 0 only because kubelet's
+    PodResources socket is root's.
   - The TLS Secret is made by the module (its own CA and a certificate for the Service's DNS name,
     renewed 30 days before its end), unless O(tls_secret) names one of the user's; the ServiceMonitor
-    tells Prometheus to verify the exporters against that CA under that name.
-  - Then waits for the DaemonSet's rollout and for every selected node's exporter to answer
-    C(/metrics) (through the API server's pod proxy).
+    tells Prometheus to verify the exporters against that CA under that name. A renewal keeps the old
+    CA in C(ca.crt) next to the new one (annotation C(numa.kube/ca-rotation-started)), so that
+    Prometheus verifies the exporters that still serve the old certificate; the old CA leaves
+    C(ca.crt) on the first later run that finds every selected node's exporter serving the new
+    certificate (named on its C(/healthz)), or once it has expired.
+  - Then waits for the DaemonSet's rollout and for every selected node's exporter to serve (through
+    the API server's pod proxy, which passes on no credentials) - its C(/healthz) answers and names
+    the Secret's current certificate, and its C(/metrics) without a token answers 401 (authentication
+    in force; with O(exporter_authentication=false), the metrics).
   - When the cluster does not serve the C(monitoring.coreos.com/v1) ServiceMonitor and
     PrometheusRule, fails with a clear message before applying anything, or, with
     O(without_operator=service), deploys the exporter and its Service alone.
@@ -70,6 +89,10 @@ options:
       - A Secret of yours in O(namespace) with C(ca.crt), C(tls.crt) and C(tls.key) (as cert-manager
         writes them) whose certificate names C(<name>.<namespace>.svc). The module checks it and
         never changes it.
+      - Checked before anything is applied - C(tls.crt) (then any intermediate CA) must be signed by a
+        CA in C(ca.crt) (signatures verified), C(tls.key) must be the key of C(tls.crt), C(tls.crt)
+        must be valid now and for 30 more days and name C(<name>.<namespace>.svc) (a wildcard
+        C(*.<namespace>.svc) does). Each failure is reported with the Secret, what is wrong and the fix.
       - Empty makes C(<name>-tls) with a CA of its own.
     type: str
     default: ""
@@ -116,6 +139,18 @@ options:
     description: Namespace of the dashboard ConfigMap; O(namespace) when empty.
     type: str
     default: ""
+  exporter_authentication:
+    description:
+      - Whether the exporter serves C(/metrics) only to scrapers the API server authenticates and
+        allows to C(get) C(/metrics) (TokenReview and SubjectAccessReview; the exporter's ClusterRole
+        may then create both), and the ServiceMonitor sends Prometheus's service account token.
+      - Turn it off only where something else already keeps the exporters' port to trusted scrapers
+        (a kube-rbac-proxy in front, a network policy or mesh that lets in Prometheus alone), or for
+        a Prometheus that may not read files from ServiceMonitors (C(arbitraryFSAccessThroughSMs.deny))
+        and so cannot send its token; anyone who reaches a node's address then reads which pods run
+        there, pinned to which CPUs.
+    type: bool
+    default: true
   without_operator:
     description:
       - What to do when Prometheus Operator's resources are not served by the cluster. C(fail) stops
@@ -157,6 +192,10 @@ notes:
   - Runs where the C(kubernetes) Python client is, usually the controller (C(delegate_to=localhost));
     making the TLS Secret needs the C(cryptography) library there too (ansible-core depends on it).
   - The exporter needs kubelet's PodResources API (on by default since Kubernetes 1.28).
+  - "RBAC the stack grants its exporter: C(list) pods (to name containers; RBAC cannot narrow a list
+    by field, the exporter asks for its own node's pods only), C(create) tokenreviews and
+    subjectaccessreviews (to authenticate scrapers, what C(system:auth-delegator) grants). Prometheus
+    needs C(get) on the non-resource URL C(/metrics)."
 seealso:
   - module: numa.kube.numa_resource_plugin
 """
@@ -245,6 +284,7 @@ def main():
         dashboard=dict(type="dict"),
         dashboard_labels=dict(type="dict", default={"grafana_dashboard": "1"}),
         dashboard_namespace=dict(type="str", default=""),
+        exporter_authentication=dict(type="bool", default=True),
         without_operator=dict(type="str", choices=["fail", "service"], default="fail"),
         node_selector=dict(type="dict", default={}),
         tolerations=dict(type="list", elements="dict"),
@@ -266,7 +306,7 @@ def main():
     if not 0 < params["port"] < 65536:
         module.fail_json(msg="port must be a TCP port (1-65535), got %d" % params["port"])
     try:
-        result = run(KubeApi(params), params, module.check_mode, wait_for)
+        result = run(api, params, module.check_mode, api.wait_for)
     except MonitoringError as exc:
         module.fail_json(msg="; ".join(exc.problems), problems=exc.problems, **exc.result)
     except KubeApiError as exc:

@@ -1,0 +1,141 @@
+# -*- coding: utf-8 -*-
+# Copyright: numa.kube contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Who may read the exporter's /metrics: the scraper's bearer token, judged by the API server.
+
+The way kube-rbac-proxy and kubelet's own /metrics decide: a TokenReview says whose token it is
+(the service account of Prometheus, usually), then a SubjectAccessReview whether that user, with
+its groups, extra attributes and uid, may ``get`` the non-resource URL ``/metrics`` (what
+kube-prometheus's Prometheus ClusterRole grants with ``nonResourceURLs: [/metrics]``).
+
+Each verdict is kept a short while (60 s when allowed, 10 s when refused), by the token's SHA-256,
+in a table of bounded size, so that a scrape normally costs no request; a revoked token or grant
+stops working within that time. An API server that cannot answer within the client's timeout gets
+the scraper a 503 (not kept): never a hang, never a guess. The exporter's service account needs
+``create`` on tokenreviews and subjectaccessreviews (what ``system:auth-delegator`` grants).
+"""
+
+import collections
+import hashlib
+import logging
+import threading
+import time
+
+from numa_agent.kube import ApiError, Client
+
+LOG = logging.getLogger("authn")
+
+TOKEN_REVIEWS = "/apis/authentication.k8s.io/v1/tokenreviews"
+ACCESS_REVIEWS = "/apis/authorization.k8s.io/v1/subjectaccessreviews"
+ALLOWED_SECONDS = 60.0
+DENIED_SECONDS = 10.0
+CACHE_SIZE = 1024
+IN_FLIGHT = 4
+
+
+def bearer_token(header):
+    """The token of an ``Authorization: Bearer <token>`` header; None for any other form."""
+    scheme, _sep, token = (header or "").strip().partition(" ")
+    token = token.strip()
+    if scheme.lower() != "bearer" or not token or " " in token:
+        return None
+    return token
+
+
+class TokenReviewer(object):
+    """The ``authorize`` callable of metrics_server: ``(status, reason)`` for an Authorization header.
+
+    ``client`` is the agent's API client (numa_agent.kube.Client; its timeout bounds each of the
+    two reviews); ``path`` the non-resource URL asked about; at most ``in_flight`` reviews run at
+    once, a request that finds no free slot within the client's timeout gets a 503 (a flood of
+    made-up tokens must not become a flood of requests to the API server).
+    """
+
+    def __init__(self, client, path="/metrics", allowed_seconds=ALLOWED_SECONDS, denied_seconds=DENIED_SECONDS,
+                 cache_size=CACHE_SIZE, in_flight=IN_FLIGHT, clock=time.monotonic):
+        self.client = client
+        self.path = path
+        self.seconds = {200: allowed_seconds, 401: denied_seconds, 403: denied_seconds}
+        self.cache_size = cache_size
+        self.clock = clock
+        self.cache = collections.OrderedDict()  # token digest -> (until, status, reason), oldest first
+        self.lock = threading.Lock()
+        self.slots = threading.BoundedSemaphore(in_flight)
+
+    def __call__(self, header):
+        token = bearer_token(header)
+        if token is None:
+            return 401, "no bearer token: send Authorization: Bearer <a service account token>"
+        key = hashlib.sha256(token.encode("utf-8")).hexdigest()
+        kept = self._kept(key)
+        if kept is not None:
+            return kept
+        if not self.slots.acquire(timeout=self.client.timeout):
+            return 503, "too many token reviews under way; try again"
+        try:
+            status, reason = self._review(token)
+        except ApiError as exc:
+            LOG.warning("could not review a scraper's token: %s", exc)
+            return 503, "the API server did not review the token (%s)" % ("HTTP %d" % exc.status if exc.status
+                                                                         else "no answer")
+        finally:
+            self.slots.release()
+        self._keep(key, status, reason)
+        return status, reason
+
+    def _kept(self, key):
+        with self.lock:
+            found = self.cache.get(key)
+            if found is None:
+                return None
+            if found[0] <= self.clock():
+                del self.cache[key]
+                return None
+            return found[1], found[2]
+
+    def _keep(self, key, status, reason):
+        now = self.clock()
+        with self.lock:
+            self.cache.pop(key, None)
+            if len(self.cache) >= self.cache_size:
+                for old in [k for k, value in self.cache.items() if value[0] <= now]:
+                    del self.cache[old]
+            while len(self.cache) >= self.cache_size:
+                self.cache.popitem(last=False)
+            self.cache[key] = (now + self.seconds[status], status, reason)
+
+    def _review(self, token):
+        answer = self.client.request("POST", TOKEN_REVIEWS, {
+            "apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview", "spec": {"token": token}})
+        status = answer.get("status") or {}
+        if not status.get("authenticated"):
+            # the API server's reason stays in the log: a scraper learns only that it failed
+            LOG.info("a scraper's token was not authenticated: %s", status.get("error") or "no reason given")
+            return 401, "the token is not valid"
+        user = status.get("user") or {}
+        name = user.get("username") or ""
+        spec = {"user": name, "groups": user.get("groups") or [], "extra": user.get("extra") or {},
+                "uid": user.get("uid") or "", "nonResourceAttributes": {"path": self.path, "verb": "get"}}
+        answer = self.client.request("POST", ACCESS_REVIEWS, {
+            "apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview", "spec": spec})
+        status = answer.get("status") or {}
+        if status.get("allowed") and not status.get("denied"):
+            return 200, name
+        LOG.info("%s may not get %s: %s", name, self.path, status.get("reason") or "no rule allows it")
+        return 403, "user %s may not get %s (it needs a ClusterRole with nonResourceURLs: [%s], verbs: [get])" % (
+            name, self.path, self.path)
+
+
+def scraper_check(args, client=None):
+    """The exporter's ``authorize`` callable from its options (None: open), or ValueError saying why not."""
+    if args.authentication == "none":
+        return None
+    if not args.review_timeout > 0:
+        raise ValueError("--review-timeout must be a positive number of seconds, got %s" % args.review_timeout)
+    client = client or Client(timeout=args.review_timeout)
+    if not client.usable():
+        raise ValueError("--authentication=tokenreview asks the API server about each scraper's token, and this "
+                         "process has no service account (token %s, KUBERNETES_SERVICE_HOST %s): run it in its pod, "
+                         "or give --authentication=none where nothing but trusted scrapers reach the port"
+                         % (client.token_file, "set" if client.base else "unset"))
+    return TokenReviewer(client)

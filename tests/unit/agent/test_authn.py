@@ -1,0 +1,242 @@
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The exporter's scraper check: TokenReview then SubjectAccessReview for /metrics, as
+kube-rbac-proxy does; verdicts kept briefly in a bounded table; an API server that does not answer
+gets the scraper a 503, never a hang."""
+
+from __future__ import absolute_import, division, print_function
+
+import argparse
+import os
+import socket
+import ssl
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+
+import pytest
+
+from ansible_collections.numa.kube.plugins.module_utils import metrics_server, monitoring
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "agent"))
+from numa_agent import authn, kube  # noqa: E402 pylint: disable=wrong-import-position
+from numa_agent.kube import ApiError, Client  # noqa: E402 pylint: disable=wrong-import-position
+
+PROMETHEUS = {"username": "system:serviceaccount:monitoring:prometheus", "uid": "4b1d",
+              "groups": ["system:serviceaccounts", "system:serviceaccounts:monitoring", "system:authenticated"],
+              "extra": {"authentication.kubernetes.io/pod-name": ["prometheus-numa-0"]}}
+NOBODY = {"username": "system:serviceaccount:default:nobody", "uid": "77", "groups": ["system:authenticated"]}
+
+
+class FakeApi(object):
+    """The API server's answers to reviews: tokens it knows, users it allows; every request recorded."""
+
+    timeout = 0.2
+
+    def __init__(self, tokens=None, allowed=("system:serviceaccount:monitoring:prometheus",), failing=False):
+        self.tokens = {"prom": PROMETHEUS, "nobody": NOBODY} if tokens is None else tokens
+        self.allowed, self.failing, self.requests = allowed, failing, []
+
+    def usable(self):
+        return True
+
+    def request(self, method, path, body=None):
+        self.requests.append((method, path, body))
+        if self.failing:
+            raise ApiError(0, "POST %s: timed out" % path)
+        if body["kind"] == "TokenReview":
+            user = self.tokens.get(body["spec"]["token"])
+            return {"status": {"authenticated": True, "user": user} if user else
+                    {"authenticated": False, "error": "invalid bearer token"}}
+        allowed = body["spec"]["user"] in self.allowed
+        return {"status": {"allowed": allowed, "reason": "" if allowed else "no RBAC policy matched"}}
+
+    def kinds(self):
+        return [body["kind"] for _method, _path, body in self.requests]
+
+
+class Clock(object):
+    def __init__(self):
+        self.now = 1000.0
+
+    def __call__(self):
+        return self.now
+
+
+def test_status_codes_and_what_is_asked_of_the_api_server():
+    api = FakeApi()
+    check = authn.TokenReviewer(api, clock=Clock())
+    assert check(None) == (401, "no bearer token: send Authorization: Bearer <a service account token>")
+    assert check("Basic dXNlcjpwYXNz")[0] == 401 and check("Bearer ")[0] == 401 and check("Bearer a b")[0] == 401
+    assert api.requests == [], "no token, no request"
+    assert check("Bearer forged") == (401, "the token is not valid")
+    assert api.kinds() == ["TokenReview"], "an unknown token is never asked about in a SubjectAccessReview"
+    assert check("bearer prom") == (200, PROMETHEUS["username"])
+    method, path, review = api.requests[-1]
+    assert (method, path) == ("POST", "/apis/authorization.k8s.io/v1/subjectaccessreviews")
+    assert review == {"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview", "spec": {
+        "user": PROMETHEUS["username"], "groups": PROMETHEUS["groups"], "extra": PROMETHEUS["extra"],
+        "uid": "4b1d", "nonResourceAttributes": {"path": "/metrics", "verb": "get"}}}
+    assert api.requests[-2] == ("POST", "/apis/authentication.k8s.io/v1/tokenreviews", {
+        "apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview", "spec": {"token": "prom"}})
+    status, reason = check("Bearer nobody")
+    assert status == 403
+    assert reason == ("user system:serviceaccount:default:nobody may not get /metrics (it needs a ClusterRole "
+                      "with nonResourceURLs: [/metrics], verbs: [get])")
+
+
+def test_verdicts_are_kept_60_s_when_allowed_10_s_when_refused():
+    api, clock = FakeApi(), Clock()
+    check = authn.TokenReviewer(api, clock=clock)
+    for header in ("Bearer prom", "Bearer nobody", "Bearer forged"):
+        check(header)
+    asked = len(api.requests)
+    clock.now += 9.9
+    assert [check(h)[0] for h in ("Bearer prom", "Bearer nobody", "Bearer forged")] == [200, 403, 401]
+    assert len(api.requests) == asked, "within 10 s every verdict comes from the table"
+    clock.now += 0.2
+    assert [check(h)[0] for h in ("Bearer prom", "Bearer nobody", "Bearer forged")] == [200, 403, 401]
+    assert api.kinds()[asked:] == ["TokenReview", "SubjectAccessReview", "TokenReview"], "refusals asked again"
+    asked = len(api.requests)
+    clock.now += 49.8  # 59.9 s after the first review of prom
+    api.allowed = ()  # the grant is taken away: a kept verdict may outlive it by at most 60 s
+    assert check("Bearer prom")[0] == 200 and len(api.requests) == asked
+    clock.now += 0.2
+    assert check("Bearer prom")[0] == 403
+    assert all("prom" not in key for key in check.cache), "tokens are kept only as digests"
+
+
+def test_an_api_server_that_fails_gets_503_and_nothing_is_kept():
+    api = FakeApi(failing=True)
+    check = authn.TokenReviewer(api, clock=Clock())
+    assert check("Bearer prom") == (503, "the API server did not review the token (no answer)")
+    api.failing = False
+    assert check("Bearer prom")[0] == 200, "a failure is not remembered as a refusal"
+    api = FakeApi()
+    api.request = lambda *args: (_ for _ in ()).throw(ApiError(500, "etcd timed out"))
+    assert authn.TokenReviewer(api)("Bearer prom") == (503, "the API server did not review the token (HTTP 500)")
+
+
+def test_the_table_is_bounded_expired_verdicts_first_then_the_oldest():
+    api, clock = FakeApi(tokens={"a": PROMETHEUS, "b": PROMETHEUS, "c": PROMETHEUS}), Clock()
+    check = authn.TokenReviewer(api, cache_size=2, clock=clock)
+    check("Bearer a")
+    check("Bearer b")
+    check("Bearer c")
+    assert len(check.cache) == 2
+    asked = len(api.requests)
+    check("Bearer c")
+    check("Bearer b")
+    assert len(api.requests) == asked, "the two newest are kept"
+    check("Bearer a")
+    assert len(api.requests) == asked + 2, "the oldest went"
+    api.tokens["forged"] = None
+    clock.now += 61  # every verdict expired: room is made by dropping those, not a live one
+    check("Bearer forged")
+    assert len(check.cache) == 1
+
+
+def test_reviews_in_flight_are_bounded():
+    release, entered = threading.Event(), threading.Event()
+    api = FakeApi()
+    real = api.request
+
+    def slow(*args):
+        entered.set()
+        release.wait(10)
+        return real(*args)
+
+    api.request = slow
+    check = authn.TokenReviewer(api, in_flight=1)
+    first = []
+    worker = threading.Thread(target=lambda: first.append(check("Bearer prom")))
+    worker.start()
+    assert entered.wait(10)
+    started = time.monotonic()
+    assert check("Bearer nobody") == (503, "too many token reviews under way; try again")
+    assert time.monotonic() - started < 2
+    release.set()
+    worker.join(10)
+    assert first == [(200, PROMETHEUS["username"])]
+
+
+def test_a_silent_api_server_gets_the_scraper_a_503_within_the_timeout(tmp_path):
+    """The agent's real client against a loopback port that accepts and never answers."""
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(8)
+    token = tmp_path / "token"
+    token.write_text("exporter-token")
+    try:
+        client = Client("https://127.0.0.1:%d" % silent.getsockname()[1], token_file=str(token), verify=False,
+                        timeout=0.5)
+        started = time.monotonic()
+        assert authn.TokenReviewer(client)("Bearer prom") == (503, "the API server did not review the token "
+                                                                   "(no answer)")
+        assert time.monotonic() - started < 5
+    finally:
+        silent.close()
+
+
+def test_the_options_choose_the_check(tmp_path, monkeypatch):
+    def args(**given):
+        return argparse.Namespace(**dict({"authentication": "tokenreview", "review_timeout": 4.0}, **given))
+
+    assert authn.scraper_check(args(authentication="none")) is None
+    with pytest.raises(ValueError) as caught:
+        authn.scraper_check(args(review_timeout=0.0))
+    assert str(caught.value) == "--review-timeout must be a positive number of seconds, got 0.0"
+    monkeypatch.setattr(kube, "SERVICE_ACCOUNT", str(tmp_path))
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    with pytest.raises(ValueError) as caught:
+        authn.scraper_check(args())
+    assert str(caught.value) == (
+        "--authentication=tokenreview asks the API server about each scraper's token, and this process has no "
+        "service account (token %s/token, KUBERNETES_SERVICE_HOST unset): run it in its pod, or give "
+        "--authentication=none where nothing but trusted scrapers reach the port" % tmp_path)
+    (tmp_path / "token").write_text("t")
+    monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "10.96.0.1")
+    check = authn.scraper_check(args(review_timeout=2.5))
+    assert isinstance(check, authn.TokenReviewer)
+    assert (check.client.base, check.client.timeout) == ("https://10.96.0.1:443", 2.5)
+
+
+def test_the_exporters_https_server_with_the_reviewer(tmp_path):
+    """metrics_server on loopback with the reviewer, scraped with urllib as Prometheus scrapes."""
+    pem = monitoring.make_certificates(["localhost"])
+    for key, value in pem.items():
+        (tmp_path / key).write_bytes(value)
+    api = FakeApi()
+    bound, stop, port = threading.Event(), threading.Event(), []
+    thread = threading.Thread(target=metrics_server.serve, args=(
+        lambda: "numa_node_cpus_count{numa_node=\"0\"} 2\n", "127.0.0.1", 0, str(tmp_path / "tls.crt"),
+        str(tmp_path / "tls.key")), kwargs=dict(ready=lambda p: (port.append(p), bound.set()), stop=stop,
+                                                authorize=authn.TokenReviewer(api)))
+    thread.start()
+    assert bound.wait(30)
+    context = ssl.create_default_context(cafile=str(tmp_path / "ca.crt"))
+
+    def get(path, token=None):
+        headers = {"Authorization": "Bearer " + token} if token else {}
+        request = urllib.request.Request("https://localhost:%d%s" % (port[0], path), headers=headers)
+        try:
+            with urllib.request.urlopen(request, timeout=10, context=context) as answer:
+                return answer.status, answer.read().decode()
+        except urllib.error.HTTPError as exc:
+            return exc.code, exc.read().decode()
+
+    try:
+        assert get("/metrics") == (401, "numa-exporter: unauthorized: no bearer token: send Authorization: "
+                                        "Bearer <a service account token>\n")
+        assert get("/metrics", "forged") == (401, "numa-exporter: unauthorized: the token is not valid\n")
+        status, body = get("/metrics", "nobody")
+        assert status == 403 and "system:serviceaccount:default:nobody may not get /metrics" in body
+        assert get("/metrics", "prom") == (200, "numa_node_cpus_count{numa_node=\"0\"} 2\n")
+        assert get("/healthz")[0] == 200
+        assert api.kinds() == ["TokenReview", "TokenReview", "SubjectAccessReview", "TokenReview",
+                               "SubjectAccessReview"]
+    finally:
+        stop.set()
+        thread.join(30)
