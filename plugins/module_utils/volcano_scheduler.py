@@ -175,16 +175,24 @@ def _wait_reloaded(api, params, pods, enabled, waited_since, wait_for, clock):
                    for name in sorted(seen) if name in crashes]
         if crashed:
             raise VolcanoError("the scheduler does not keep running the new configuration: %s" % "; ".join(crashed))
-        stale = ["%s (%s)" % (name, "last load: plugins=%s" % " ".join(plugins) if isinstance(plugins, list)
-                              else plugins or "no configuration load logged since the change")
-                 for name, plugins in sorted(seen.items())
-                 if not isinstance(plugins, list) or (PLUGIN in plugins) != enabled] or \
+        stale = ["%s (%s)" % (name, _how_far(plugins, loaded.get(name), clock))
+                 for name, plugins in sorted(seen.items())] or \
             ["no scheduler pod runs (selector %s)" % params["scheduler_selector"]]
         raise VolcanoError("the scheduler did not take in the new configuration within %ss: %s. It reloads its "
                            "file when kubelet refreshes the ConfigMap volume and logs the load at -v=2 or more; "
                            "a subPath mount never refreshes and a lower -v hides the load: use activation: "
                            "restart there" % (params["wait_timeout"], "; ".join(stale)))
     return waited
+
+
+def _how_far(plugins, loaded, clock):
+    """How far a scheduler pod got with the new configuration when the wait ended."""
+    if loaded:
+        return "loaded it %.0f s before the deadline, but had not kept running on it for %d s yet" % (
+            clock() - loaded[0], SETTLE_SECONDS)
+    if isinstance(plugins, list):
+        return "last load: plugins=%s" % " ".join(plugins)
+    return plugins or "no configuration load logged since the change"
 
 
 def _roll(api, params, stamp):

@@ -29,6 +29,19 @@ description:
     command that shows the failed container's log). O(activation=restart) rolls the scheduler
     Deployment instead (for installations that mount the file with C(subPath), which never
     refreshes, or log below C(-v=2)).
+  - The switch is one transaction. Everything is checked before anything is written (the names,
+    O(weight), the syntax of O(scheduler_selector), the configuration itself, and the scheduler as the
+    activation needs it, that is its pods can be listed for C(reload) and its Deployment exists for
+    C(restart)); a refusal names the value, the rule and the fix, and nothing is changed. The new
+    configuration is written only if the ConfigMap still has the resourceVersion that was read.
+  - Any failure after the write (an API error, the scheduler not taking in the new configuration within
+    O(wait_timeout), a scheduler that crashes after loading it) puts the previous configuration back,
+    byte for byte, with a merge patch carrying the resourceVersion the write produced, and makes the
+    scheduler read it again (its pods marked for C(reload), its Deployment rolled again for C(restart);
+    not waited for). The task then fails naming both what went wrong and what became of the previous
+    configuration. If someone else changed the ConfigMap after the write, their change is kept (the
+    precondition fails) and the failure says so; the previous configuration is then in the failed
+    result's C(rollback.previous), to put back by hand if needed.
   - Reports the nodes the plugin would never place a NUMA-annotated pod on (no C(Numatopology),
     CPU Manager not C(static), Topology Manager C(none) or not the policy the pods will ask for).
 author:
@@ -46,6 +59,8 @@ options:
     description:
       - The plugin's C(weight) argument with O(state=enabled) (how much its node score counts against
         the other scoring plugins). An enabled plugin with another weight gets this one.
+      - From 1 to 100. Volcano reads any whole number and multiplies the plugin's 0-100 node score by
+        it; below 1 the score is off or reversed, above 100 numa-aware alone decides every placement.
     type: int
     default: 1
   namespace:
@@ -69,8 +84,12 @@ options:
     choices: [reload, restart, none]
     default: reload
   scheduler_selector:
-    description: Label selector of the scheduler's pods (for C(reload)).
-    type: str
+    description:
+      - Label selector of the scheduler's pods (for C(reload)), as C(kubectl get -l) takes it
+        (C(key=value), C(key!=value), C(key in (a,b)), C(key notin (a,b)), C(key), C(!key),
+        comma-separated) or as a mapping of label keys to values (all must match). Checked before
+        anything is written; an empty selector is refused.
+    type: raw
     default: app=volcano-scheduler
   scheduler_deployment:
     description: The scheduler's Deployment (for C(restart)).
@@ -81,7 +100,10 @@ options:
     type: bool
     default: true
   wait_timeout:
-    description: Seconds the wait may take.
+    description:
+      - Seconds the whole task may take (1 to 3600); the requests, the write and the wait for the
+        scheduler share this one deadline. When it passes before the scheduler runs the new
+        configuration, the previous one is put back (see the description); that takes a few more requests.
     type: int
     default: 180
   topology_policy:
@@ -98,7 +120,8 @@ options:
 notes:
   - The plugin needs one C(nodeinfo.volcano.sh/v1alpha1) C(Numatopology) per node, kept current; the
     numa.kube node agent's C(topology-publisher) writes them (role M(numa.kube.volcano) deploys it).
-  - Check mode and diff show the configuration before and after; nothing is written.
+  - Check mode and diff show the configuration before and after; nothing is written. The checks
+    before the write (reads only) run in check mode too.
   - Runs where the C(kubernetes) Python client is, usually the controller (C(delegate_to=localhost)).
 seealso:
   - name: Volcano's numa-aware plugin
@@ -132,6 +155,14 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+kept:
+  description:
+    - Objects of the stack's names that numa.kube did not make (no C(app.kubernetes.io/managed-by=numa.kube)
+      label), left alone by O(state=absent), each with its manager.
+  returned: always
+  type: list
+  elements: str
+  sample: ["DaemonSet kube-system/kube-proxy (field managers kubeadm)"]
 status:
   description: C(open) when the plugin is in the configuration (after the change), C(close) when not.
   returned: always
@@ -152,6 +183,15 @@ activation:
   returned: when the configuration changed and not in check mode
   type: dict
   sample: {how: reload, pods: [volcano-scheduler-5d8f7c9b4-x2x7k], seconds: 4.1}
+rollback:
+  description:
+    - What became of the previous configuration after a failure that came after the write. C(restored)
+      true with the C(resource_version) the put-back produced; or false, with C(conflict) true when
+      someone else had changed the ConfigMap (theirs is kept), and C(previous), the configuration this
+      task replaced, to put back by hand.
+  returned: when the task failed after writing the new configuration
+  type: dict
+  sample: {restored: true, resource_version: "48213"}
 nodes:
   description: Per node the plugin would never use for NUMA-annotated pods, the reasons.
   returned: always
@@ -160,16 +200,13 @@ nodes:
 """
 
 import time
-import traceback
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
 from ansible_collections.numa.kube.plugins.module_utils.kube_api import (
     AUTH_ARGUMENT_SPEC,
-    HAS_KUBERNETES,
-    KubeApi,
     KubeApiError,
-    wait_for,
+    connect,
 )
 from ansible_collections.numa.kube.plugins.module_utils.volcano_conf import HAS_YAML, VolcanoError
 from ansible_collections.numa.kube.plugins.module_utils.volcano_scheduler import run
@@ -183,7 +220,7 @@ def main():
         configmap=dict(type="str", default="volcano-scheduler-configmap"),
         config_key=dict(type="str", default="volcano-scheduler.conf", no_log=False),  # a file name, not a secret
         activation=dict(type="str", choices=["reload", "restart", "none"], default="reload"),
-        scheduler_selector=dict(type="str", default="app=volcano-scheduler"),
+        scheduler_selector=dict(type="raw", default="app=volcano-scheduler"),
         scheduler_deployment=dict(type="str", default="volcano-scheduler"),
         wait=dict(type="bool", default=True),
         wait_timeout=dict(type="int", default=180),
@@ -192,12 +229,11 @@ def main():
     )
     argument_spec.update(AUTH_ARGUMENT_SPEC)
     module = AnsibleModule(argument_spec=argument_spec, supports_check_mode=True)
-    if not HAS_KUBERNETES:
-        module.fail_json(msg=missing_required_lib("kubernetes"), exception=traceback.format_exc())
+    api = connect(module)
     if not HAS_YAML:
         module.fail_json(msg=missing_required_lib("PyYAML"))
     try:
-        result = run(KubeApi(module.params), module.params, module.check_mode, wait_for, time.monotonic)
+        result = run(api, module.params, module.check_mode, api.wait_for, time.monotonic)
     except VolcanoError as exc:
         module.fail_json(msg=str(exc), **exc.details)
     except KubeApiError as exc:
@@ -208,6 +244,7 @@ def main():
     for problems in result["nodes"].values():
         for problem in problems:
             module.warn(problem)
+    result["kept"] = api.kept
     module.exit_json(**result)
 
 

@@ -19,6 +19,7 @@ import time
 
 import kubernetes
 import pytest
+import testinfra
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "resources"))
 from testlib import configz, cpu_list, node_cpus, run_module, wait  # noqa: E402 pylint: disable=wrong-import-position
@@ -301,3 +302,63 @@ def test_the_publisher_checks_kubelets_certificate_against_the_nodes_own(host, a
     log = api.read_namespaced_pod_log(pod.metadata.name, NAMESPACE)
     assert "its certificate checked against /var/lib/kubelet/pki/kubelet.crt for the name %s" % NODE in log, log
     assert "CERTIFICATE_VERIFY_FAILED" not in log, log
+
+
+# --- a switch that fails after its write is put back ---------------------------------------------------
+
+CONFIGMAP, CONF_KEY = "volcano-scheduler-configmap", "volcano-scheduler.conf"
+
+
+def running_scheduler(api):
+    pods = [p for p in api.list_namespaced_pod(NAMESPACE, label_selector="app=volcano-scheduler").items
+            if p.status.phase == "Running" and not p.metadata.deletion_timestamp]
+    assert len(pods) == 1, [p.metadata.name for p in pods]
+    return pods[0]
+
+
+def mounted_conf(guest, pod):
+    """The scheduler configuration as kubelet last wrote it into the pod's ConfigMap volume (the
+    guest's shell loses a trailing newline)."""
+    volume = [v.name for v in pod.spec.volumes if v.config_map and v.config_map.name == CONFIGMAP][0]
+    return guest.file("/var/lib/kubelet/pods/%s/volumes/kubernetes.io~configmap/%s/%s"
+                      % (pod.metadata.uid, volume, CONF_KEY)).content_string
+
+
+def test_a_volcano_switch_made_to_fail_after_its_write_is_put_back(api):
+    """A disable with wait_timeout 3: the switch writes the new configuration and marks the scheduler
+    pod, and can never succeed, since a pod counts as running a configuration only once it has kept
+    running 10 s after logging its load. The failure so comes after the write whatever the guest's
+    speed (under TCG kubelet may refresh the volume within the 3 s or well after; both end the same).
+    A scheduler_selector that matches no running pod would not fail: the switch then succeeds, the
+    scheduler reading the new configuration when it starts.
+
+    The task must fail saying the previous configuration was put back; the ConfigMap must hold it
+    byte for byte; and the scheduler must end up running numa-aware: its volume holds the previous
+    configuration again (kubelet refreshes it for the pod marked again after the put-back; with a
+    stale cache, at its next periodic sync) and its last logged load has numa-aware, with no restart."""
+    before = api.read_namespaced_config_map(CONFIGMAP, NAMESPACE).data[CONF_KEY]
+    assert "numa-aware" in before, "converge and the tests before leave numa-aware enabled"
+    pod = running_scheduler(api)
+    restarts = sum(s.restart_count for s in pod.status.container_statuses)
+
+    result = run_module("numa.kube.volcano_numa_aware", dict(SWITCH, state="disabled", wait_timeout=3))
+    print("failed switch: %s; rollback %s" % (result.get("msg"), result.get("rollback")))
+    assert result.get("failed"), result
+    assert "the scheduler did not take in the new configuration within 3s" in result["msg"], result["msg"]
+    assert "the previous configuration was put back in ConfigMap %s/%s key %s" % (NAMESPACE, CONFIGMAP, CONF_KEY) \
+        in result["msg"], result["msg"]
+    assert result["rollback"]["restored"] is True, result
+    assert api.read_namespaced_config_map(CONFIGMAP, NAMESPACE).data[CONF_KEY] == before
+
+    guest = testinfra.get_host("ansible://" + pod.spec.node_name,
+                               ansible_inventory=os.environ["MOLECULE_INVENTORY_FILE"])
+    started = time.time()
+    wait("the scheduler's volume holding the previous configuration and its last load with numa-aware",
+         lambda: mounted_conf(guest, pod).rstrip("\n") == before.rstrip("\n")
+         and "numa-aware" in scheduler_loads(api)[-1], timeout=240, interval=3)
+    print("the scheduler runs the previous configuration again %.1f s after the task failed" % (time.time() - started))
+    after = running_scheduler(api)
+    assert after.metadata.uid == pod.metadata.uid, "the same scheduler pod"
+    assert sum(s.restart_count for s in after.status.container_statuses) == restarts, "no crash"
+    query = run_module("numa.kube.volcano_numa_aware", dict(SWITCH, state="query"))
+    assert (query["status"], query["weight"]) == ("open", 10), query

@@ -251,6 +251,26 @@ def test_a_missing_deployment_stops_a_restart_switch_before_the_write():
     assert api.changes() == []
 
 
+def test_a_missing_configmap_is_refused_naming_where_it_was_looked_for():
+    api = SchedulerApi()
+    api.configmap = None
+    error = failed(api)
+    assert str(error) == (
+        "ConfigMap volcano-system/volcano-scheduler-configmap does not exist: is Volcano installed (numa.kube.volcano "
+        "deploys it), and are namespace and configmap the ones your installation uses (Helm names it "
+        "<release>-scheduler-configmap)?")
+    assert api.changes() == []
+
+
+def test_a_configmap_without_the_key_is_refused_naming_the_keys_it_has():
+    api = SchedulerApi()
+    api.configmap["data"] = {"scheduler.conf": SHIPPED}
+    error = failed(api)
+    assert str(error) == ("ConfigMap volcano-system/volcano-scheduler-configmap has no key 'volcano-scheduler.conf' "
+                          "(it has scheduler.conf): set config_key to the scheduler's file name")
+    assert api.changes() == []
+
+
 def test_a_configmap_changed_between_read_and_write_is_not_overwritten():
     class Busy(SchedulerApi):
         def pods(self):
@@ -285,6 +305,35 @@ def test_a_write_that_failed_leaves_nothing_changed():
     error = failed(api)
     assert str(error) == ("writing ConfigMap volcano-system/volcano-scheduler-configmap key volcano-scheduler.conf "
                           "failed: PATCH %s: 422 data too long; nothing was changed" % CONFIGMAP)
+
+
+def test_a_write_whose_outcome_is_unknown_fails_with_the_servers_answer():
+    class Elsewhere(SchedulerApi):
+        def write_configmap(self, body):
+            self.configmap["data"]["volcano-scheduler.conf"] = "someone else's"
+            raise KubeApiError("PATCH %s on https://api: read timed out" % CONFIGMAP)
+
+    api = Elsewhere()
+    with pytest.raises(KubeApiError, match="read timed out"):
+        volcano_scheduler.run(api, RUN, False, quick_wait, ticking())
+    assert api.conf() == "someone else's", "neither ours nor the previous one: left as it is"
+
+
+def test_activation_none_only_writes():
+    api = SchedulerApi()
+    result = volcano_scheduler.run(api, dict(RUN, activation="none"), False, quick_wait, ticking())
+    assert result["activation"] == {"how": "none"} and api.conf() == ENABLED
+    assert [c for c in api.changes() if c[1] != CONFIGMAP] == []
+
+
+def test_no_scheduler_pod_running_means_it_reads_the_new_configuration_when_it_starts():
+    class Idle(SchedulerApi):
+        def pods(self):
+            return []
+
+    result = volcano_scheduler.run(Idle(), RUN, False, quick_wait, ticking())
+    assert result["activation"] == {"how": "reload", "pods": [], "note": "no scheduler pod runs (selector "
+                                    "app=volcano-scheduler): it reads the new configuration when it starts"}
 
 
 # --- put back when anything fails after the write -------------------------------------------------
@@ -346,6 +395,22 @@ def test_someone_elses_change_after_the_write_is_not_overwritten_and_both_are_re
         "result) and put that back by hand if theirs is not meant to stay")
     assert api.conf() == theirs and api.writes == [("7", ENABLED)]
     assert error.details == {"rollback": {"restored": False, "conflict": True, "previous": SHIPPED}}
+
+
+def test_a_conflicting_put_back_whose_current_version_cannot_be_read_says_so():
+    class Meanwhile(SchedulerApi):
+        def request(self, method, path, body=None, **params):
+            if path.endswith("/log"):
+                self.configmap["metadata"]["resourceVersion"] = "12"
+            return SchedulerApi.request(self, method, path, body, **params)
+
+        def get(self, path, **params):
+            if path == CONFIGMAP and self.writes:
+                raise KubeApiError("GET %s: 503 unavailable" % path, 503)
+            return SchedulerApi.get(self, path, **params)
+
+    error = failed(Meanwhile(log_level=1), clock=lambda: 0.0)
+    assert "(resourceVersion 8, now unknown)" in error.problems[1]
 
 
 def test_a_restart_that_does_not_finish_gets_the_old_configuration_back_and_the_deployment_rolled_again():
@@ -471,7 +536,33 @@ def test_a_scheduler_that_never_comes_back_is_named_with_its_log_error():
 
 def test_a_load_counts_once_the_scheduler_kept_running_on_it():
     error = failed(SchedulerApi(), clock=lambda: 100.0)  # seen, but no time passes
-    assert error.problems[0].startswith("the scheduler did not take in the new configuration")
+    assert error.problems[0].startswith(
+        "the scheduler did not take in the new configuration within 10s: volcano-scheduler-0 (loaded it 0 s "
+        "before the deadline, but had not kept running on it for 10 s yet). It reloads its file")
+
+
+def test_a_scheduler_still_on_the_previous_configuration_is_named_with_its_last_load():
+    class Late(SchedulerApi):
+        def request(self, method, path, body=None, **params):
+            if path.endswith("/log"):
+                self.calls.append((method, path))
+                return ("I1 x] Finished loading scheduler config. Final state: actions=[enqueue], "
+                        "plugins=[gang drf]\n")
+            return SchedulerApi.request(self, method, path, body, **params)
+
+    error = failed(Late(), clock=lambda: 0.0)
+    assert error.problems[0].startswith("the scheduler did not take in the new configuration within 10s: "
+                                        "volcano-scheduler-0 (last load: plugins=gang drf).")
+
+
+def test_no_scheduler_pod_left_during_the_wait_is_named_with_the_selector():
+    class Vanishing(SchedulerApi):
+        def pods(self):
+            return SchedulerApi.pods(self) if self.looks <= 2 else []
+
+    error = failed(Vanishing(log_level=1), clock=lambda: 0.0)
+    assert error.problems[0].startswith("the scheduler did not take in the new configuration within 10s: no "
+                                        "scheduler pod runs (selector app=volcano-scheduler).")
 
 
 def test_a_pod_marked_while_it_goes_away_is_skipped():
