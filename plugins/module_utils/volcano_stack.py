@@ -10,6 +10,14 @@ off, the admission webhook and everything that serves it left out. The scheduler
 only created, never overwritten: its content is the scheduler configuration, which
 ``numa.kube.volcano_numa_aware`` (or the user) edits, and a later deployment must not undo that.
 
+Every document is checked before the first request that changes anything (kind, name, namespace,
+images), and all problems are reported together. The webhook configurations go last, once the
+Deployment that serves them is Available: Volcano's webhooks fail closed, and one registered
+before its server answers refuses every object it watches.
+
+``absent`` removes only what numa.kube applied; Volcano's CRDs (and with them every Volcano Job,
+Queue and PodGroup) and its Namespaces only when asked, and never over someone else's objects.
+
 The publisher is a DaemonSet of the node agent's ``topology-publisher``: one Numatopology per
 node, from kubelet's /configz, its PodResources API and sysfs.
 """
@@ -24,7 +32,10 @@ import json
 import re
 
 from ansible_collections.numa.kube.plugins.module_utils.kube_api import (
+    KINDS,
     MANAGED_BY,
+    KubeApiError,
+    check_name,
     check_namespace,
     describe,
     label_selector,
@@ -53,6 +64,21 @@ PUBLISHER_KUBELET_TLS = ("node-cert", "cluster-ca", "insecure")
 KUBELET_CERT = "/var/lib/kubelet/pki/kubelet.crt"
 _IMAGE = re.compile(r"^(?P<repo>.*/)?(?P<name>[^/:@]+)(?::(?P<tag>[^/@]+))?(?P<digest>@.+)?$")
 WEBHOOK_KINDS = ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration")
+POD_TEMPLATE_KINDS = ("Deployment", "DaemonSet", "StatefulSet", "Job")
+DOWNLOAD_TIMEOUT = 60  # seconds for the manifest's download, connection and reading together
+LISTED = 5  # objects named in a refusal, per CRD or Namespace; the count says how many there are
+_PAGE, _PAGES = 500, 20  # a list is read 500 objects a request, at most 20 requests
+
+# An image reference as container runtimes read it: [host[:port]/]path[:tag][@digest]
+_PATH_PART = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
+_HOST = r"[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)*(?::[0-9]+)?"
+_REFERENCE = re.compile(r"^(?:%s/)?%s(?:/%s)*(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?"
+                        r"(?:@[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,})?\Z"
+                        % (_HOST, _PATH_PART, _PATH_PART))
+_REGISTRY = re.compile(r"^%s(?:/%s)*/?\Z" % (_HOST, _PATH_PART))
+_TAG = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}\Z")
+_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
+_CHECKSUM = re.compile(r"^sha256:[0-9a-fA-F]{64}\Z")
 
 
 def _loader():
@@ -64,22 +90,205 @@ def _loader():
     return Loader
 
 
+# --- where the manifest comes from -------------------------------------------------------------------
+
+def is_url(source):
+    return bool(_SCHEME.match(source or ""))
+
+
+def check_source(source, checksum):
+    """VolcanoError unless the manifest may be read from ``source``: a URL only as https:// and
+    pinned by ``checksum`` (whatever answers there decides what runs with cluster-wide rights), a
+    checksum only as sha256:<64 hex digits>. Checked before the download."""
+    problems = []
+    if checksum is not None and not _CHECKSUM.match(checksum):
+        problems.append("manifest_checksum must read sha256:<64 hex digits>, got %r; set it to 'sha256:' and "
+                        "the output of sha256sum for the manifest" % checksum)
+    if is_url(source):
+        if not source.lower().startswith("https://"):
+            problems.append("manifest %r is not an https:// URL: a manifest from a URL must come over https "
+                            "(plain http, or any other scheme, lets anything on the way change what is "
+                            "applied with cluster-wide rights); use its https:// address, or download it, "
+                            "review it and give its path" % source)
+        elif not checksum:
+            problems.append("manifest %r is a URL without manifest_checksum: a manifest from a URL must be "
+                            "pinned (what is served there can change); set manifest_checksum to 'sha256:' and "
+                            "the sha256sum of the manifest you reviewed" % source)
+    if problems:
+        raise VolcanoError(problems)
+
+
+def check_checksum(data, checksum, source):
+    """VolcanoError when the manifest's bytes do not have the sha256 ``checksum`` names."""
+    if not checksum:
+        return
+    actual = hashlib.sha256(data).hexdigest()
+    expected = checksum.partition(":")[2].lower()
+    if actual != expected:
+        raise VolcanoError("the manifest %s has sha256 %s, not the %s manifest_checksum names: nothing was "
+                           "applied; check where it comes from, then set manifest_checksum to what you "
+                           "reviewed" % (source, actual, expected))
+
+
+# --- the manifest's documents ------------------------------------------------------------------------
+
 def load_manifest(text, where):
-    """The objects of a multi-document manifest, in order; VolcanoError naming the problem."""
+    """The documents of a multi-document manifest, in order (empty ones as None, so that each
+    keeps its position); VolcanoError when it is not YAML."""
     try:
-        documents = list(yaml.load_all(text, Loader=_loader()))  # nosec: SafeLoader underneath
+        return list(yaml.load_all(text, Loader=_loader()))  # nosec: SafeLoader underneath
     except yaml.YAMLError as exc:
         raise VolcanoError("%s is not valid YAML: %s; nothing was applied" % (where, exc))
-    objects = [doc for doc in documents if doc]
-    bad = [doc for doc in objects if not isinstance(doc, dict) or not doc.get("kind") or not doc.get("apiVersion")
-           or not (doc.get("metadata") or {}).get("name")]
-    if bad:
-        raise VolcanoError("%s: every document must be a Kubernetes object with apiVersion, kind and "
-                           "metadata.name, found %r; nothing was applied" % (where, bad[0]))
-    if not any(doc["kind"] == "Deployment" and "scheduler" in doc["metadata"]["name"] for doc in objects):
-        raise VolcanoError("%s has no scheduler Deployment: is it Volcano's release manifest "
-                           "(installer/volcano-development.yaml)? nothing was applied" % where)
-    return objects
+
+
+def _label(index, doc):
+    """How a problem names a document: its position and, when it has them, its kind and name."""
+    if isinstance(doc, dict) and doc.get("kind") and isinstance(doc.get("metadata"), dict):
+        return "document %d (%s)" % (index, describe(doc))
+    return "document %d" % index
+
+
+def _is_object(doc):
+    return (isinstance(doc, dict) and isinstance(doc.get("apiVersion"), str) and isinstance(doc.get("kind"), str)
+            and isinstance(doc.get("metadata"), dict) and isinstance(doc["metadata"].get("name"), str))
+
+
+def _kind_problem(unknown):
+    """One sentence for every document of a kind numa.kube does not apply."""
+    known = sorted(set(kind for _version, kind in KINDS))
+    items = []
+    for index, doc in unknown:
+        where = "%s %s (document %d, %s)" % (doc["apiVersion"], doc["kind"], index, doc["metadata"]["name"])
+        versions = sorted(version for version, kind in KINDS if kind == doc["kind"])
+        if versions:
+            where += " [numa.kube applies %s as %s]" % (doc["kind"], " or ".join(versions))
+        items.append(where)
+    return ("the manifest holds kinds numa.kube does not apply: %s; it applies only %s. Remove those documents "
+            "from the manifest (and apply them yourself), or use Volcano's release manifest "
+            "(installer/volcano-development.yaml)" % (", ".join(items), ", ".join(known)))
+
+
+def _pod_specs(obj):
+    """The pod specs of ``obj`` (a workload's template, a Pod's own spec), as they are (not copies)."""
+    spec = obj.get("spec")
+    if not isinstance(spec, dict):
+        return []
+    if obj.get("kind") == "Pod":
+        return [spec]
+    if obj.get("kind") in POD_TEMPLATE_KINDS:
+        template = spec.get("template")
+        if isinstance(template, dict) and isinstance(template.get("spec"), dict):
+            return [template["spec"]]
+    return []
+
+
+def _containers(obj):
+    for pod_spec in _pod_specs(obj):
+        for field in ("initContainers", "containers"):
+            for container in pod_spec.get(field) or []:
+                if isinstance(container, dict):
+                    yield container
+
+
+def image_problem(image, what):
+    """A sentence when ``image`` is not an image reference a container runtime pulls, else None."""
+    if not isinstance(image, str) or not image:
+        return "%s is empty: it must name an image" % what
+    if re.search(r"\s", image):
+        why = "it holds whitespace"
+    elif _SCHEME.match(image):
+        why = "it starts with a scheme (registries are named without https://)"
+    elif not _REFERENCE.match(image):
+        why = "it is not [registry[:port]/]repository[:tag][@digest] in lower case"
+    else:
+        return None
+    return "%s: image %r is not an image reference: %s" % (what, image, why)
+
+
+def manifest_problems(documents, params):
+    """Every problem of the manifest's documents and of the options that shape them, as sentences
+    (empty when it can be applied): structure, kinds, names, namespaces, images (only for state
+    present: absent pulls nothing), the scheduler Deployment."""
+    problems, unknown, objects = [], [], []
+    for index, doc in enumerate(documents, 1):
+        if doc is None:
+            continue
+        if not _is_object(doc):
+            problems.append("%s is not a Kubernetes object with apiVersion, kind and metadata.name (found %.200r): "
+                            "complete it or remove it" % (_label(index, doc), doc))
+            continue
+        key = (doc["apiVersion"], doc["kind"])
+        if key not in KINDS:
+            unknown.append((index, doc))
+            continue
+        objects.append((index, doc))
+        meta = doc["metadata"]
+        try:
+            if doc["kind"] == "Namespace":
+                check_namespace(meta["name"], "%s: the name" % _label(index, doc))
+            else:
+                check_name(meta["name"], "%s: the name" % _label(index, doc), doc["kind"])
+        except KubeApiError as exc:
+            problems.append(str(exc))
+        if KINDS[key][1] and meta.get("namespace") is not None:
+            try:
+                check_namespace(meta["namespace"], "%s: the namespace" % _label(index, doc))
+            except KubeApiError as exc:
+                problems.append(str(exc))
+    if unknown:
+        problems.append(_kind_problem(unknown))
+    if not any(doc["kind"] == "Deployment" and "scheduler" in doc["metadata"]["name"] for _i, doc in objects):
+        problems.append("the manifest has no scheduler Deployment: is it Volcano's release manifest "
+                        "(installer/volcano-development.yaml)? give that file")
+    if params["state"] == "present":
+        image_options_bad = bool(_image_option_problems(params))
+        for index, doc in objects:
+            if not params["admission"] and is_admission(doc):
+                continue
+            for container in _containers(doc):
+                what = "%s container %r" % (_label(index, doc), container.get("name"))
+                given = container.get("image")
+                if not isinstance(given, str) or not given:
+                    problems.append("%s has no image: every container needs one; set it in the manifest" % what)
+                    continue
+                if image_options_bad:
+                    continue  # said once, for the option
+                image = _image(given, params.get("image_registry"), params.get("image_tag"))
+                if image == given:
+                    problem, fix = image_problem(image, what), "fix the manifest"
+                else:
+                    problem = image_problem(image, "%s (%r with image_registry %r, image_tag %r)" % (
+                        what, given, params.get("image_registry"), params.get("image_tag")))
+                    fix = "fix the manifest, or image_registry or image_tag"
+                if problem:
+                    problems.append("%s; %s" % (problem, fix))
+    return problems
+
+
+def _image_option_problems(params):
+    problems = []
+    registry, tag = params.get("image_registry"), params.get("image_tag")
+    if registry and not _REGISTRY.match(registry):
+        problems.append("image_registry %r is not a registry and path: it must read host[:port][/path] in lower case, "
+                        "without whitespace or a scheme (e.g. registry.example/volcanosh); fix it" % registry)
+    if tag and not _TAG.match(tag):
+        problems.append("image_tag %r is not an image tag: it must be letters, digits, '_', '.' and '-' (not "
+                        "first), at most 128 characters (e.g. v1.14.1); fix it" % tag)
+    return problems
+
+
+def option_problems(params):
+    """The options of the module that this file checks, as sentences."""
+    problems = _image_option_problems(params)
+    try:
+        check_namespace(params["namespace"], "namespace (the option)")
+    except KubeApiError as exc:
+        problems.append(str(exc))
+    if params.get("publisher_image"):
+        problem = image_problem(params["publisher_image"], "publisher_image")
+        if problem:
+            problems.append(problem + "; set it to the node agent image as you pushed it")
+    return problems
 
 
 def is_admission(obj):
@@ -98,19 +307,21 @@ def _image(image, registry, tag):
                          match.group("digest") or "")
 
 
-def _pod_specs(obj):
-    spec = obj.get("spec") or {}
-    if obj["kind"] in ("Deployment", "DaemonSet", "StatefulSet", "Job"):
-        yield spec.setdefault("template", {}).setdefault("spec", {})
-
-
 def adjust(objects, params):
-    """The manifest's objects as they will be applied (copies; the input is not touched)."""
+    """The manifest's objects as they will be applied (copies; the input is not touched).
+
+    Each object's own labels stay and numa.kube's managed-by label is added to them; pod template
+    labels are left as they are (a Deployment's selector cannot change). A namespaced object that
+    names no namespace goes to the module's ``namespace``."""
     result = []
     for obj in objects:
-        if not params["admission"] and is_admission(obj):
+        if obj is None or (not params["admission"] and is_admission(obj)):
             continue
         obj = copy.deepcopy(obj)
+        meta = obj["metadata"]
+        meta["labels"] = dict(meta.get("labels") or {}, **MANAGED_BY)
+        if KINDS.get((obj["apiVersion"], obj["kind"]), (None, False))[1] and not meta.get("namespace"):
+            meta["namespace"] = params["namespace"]
         for pod_spec in _pod_specs(obj):
             for container in pod_spec.get("initContainers", []) + pod_spec.get("containers", []):
                 container["image"] = _image(container.get("image", ""), params.get("image_registry"),
@@ -121,6 +332,46 @@ def adjust(objects, params):
                 pod_spec["nodeSelector"] = dict(pod_spec.get("nodeSelector") or {}, **params["node_selector"])
         result.append(obj)
     return result
+
+
+def volcano_objects(text, params):
+    """The manifest's objects as numa.kube applies (or deletes) them, in the manifest's order;
+    VolcanoError listing every problem of the manifest and options when there is one."""
+    documents = load_manifest(text, params["manifest"])
+    problems = option_problems(params) + manifest_problems(documents, params)
+    if problems:
+        verb = "applied" if params["state"] == "present" else "deleted"
+        raise VolcanoError(["the manifest %s was refused, nothing was %s" % (params["manifest"], verb)] + problems)
+    return adjust(documents, params)
+
+
+def webhook_servers(objects):
+    """The Deployments of ``objects`` that serve its webhook configurations: a webhook's
+    clientConfig.service, that Service's selector, the Deployments whose pod labels it selects.
+    Every Deployment when a webhook's server cannot be traced that way (a URL, a Service from
+    elsewhere, a selector nothing matches)."""
+    services = dict(((o["metadata"].get("namespace"), o["metadata"]["name"]), o)
+                    for o in objects if o["kind"] == "Service")
+    deployments = [o for o in objects if o["kind"] == "Deployment"]
+    wanted = []
+    for config in objects:
+        if config["kind"] not in WEBHOOK_KINDS:
+            continue
+        for hook in config.get("webhooks") or []:
+            ref = (hook.get("clientConfig") or {}).get("service") or {}
+            service = services.get((ref.get("namespace"), ref.get("name")))
+            selector = ((service or {}).get("spec") or {}).get("selector") or {}
+            found = [d for d in deployments if selector and d["metadata"].get("namespace") == ref.get("namespace")
+                     and _selects(selector, d)]
+            if not found:
+                return deployments
+            wanted.extend(d for d in found if d not in wanted)
+    return [d for d in deployments if d in wanted]
+
+
+def _selects(selector, deployment):
+    labels = ((((deployment.get("spec") or {}).get("template") or {}).get("metadata") or {}).get("labels") or {})
+    return all(labels.get(key) == value for key, value in selector.items())
 
 
 def is_scheduler_conf(obj):
@@ -271,71 +522,299 @@ def summarised(obj):
     return obj
 
 
-def run(api, params, manifest_text, check_mode, wait_for):
-    """Apply (or remove) Volcano and the publisher, and wait for them; the module's result."""
-    result = {"changed": False, "objects": [], "diff": [], "scheduler_conf_created": False}
+# --- what absent may delete ---------------------------------------------------------------------------
 
-    def record(obj, changed, before, after):
-        result["objects"].append({"object": describe(obj), "changed": changed})
+def _owned(obj):
+    labels = ((obj or {}).get("metadata") or {}).get("labels") or {}
+    return all(labels.get(key) == value for key, value in MANAGED_BY.items())
+
+
+def _listed(api, path, **params):
+    """The items at ``path``, page by page; (items, whether more were left unread)."""
+    items, token = [], None
+    for _page in range(_PAGES):
+        query = dict(params, limit=_PAGE)
+        if token:
+            query["_continue"] = token
+        answer = api.get(path, **query) or {}
+        items.extend(answer.get("items") or [])
+        token = (answer.get("metadata") or {}).get("continue")
+        if not token:
+            return items, False
+    return items, True
+
+
+def _named(items, total):
+    names = ["%s/%s" % (i["metadata"]["namespace"], i["metadata"]["name"]) if i["metadata"].get("namespace")
+             else i["metadata"]["name"] for i in items[:LISTED]]
+    more = total - len(names)
+    return ", ".join(names) + (" and %d more" % more if more > 0 else "")
+
+
+def crd_problem(api, crd, skip_owned=False):
+    """A sentence when custom resources of ``crd`` (as the manifest names it) exist anywhere in the
+    cluster, else None; objects numa.kube made are not counted with ``skip_owned`` (the
+    Numatopologies the publisher's removal takes with it)."""
+    live = api.get(path_of(crd))
+    if live is None or not _owned(live):
+        return None  # nothing to delete (api.delete leaves a CRD numa.kube did not make)
+    spec = live.get("spec") or {}
+    versions = [v["name"] for v in spec.get("versions") or [] if v.get("served") and v.get("storage")] or \
+        [v["name"] for v in spec.get("versions") or [] if v.get("served")]
+    plural, group = (spec.get("names") or {}).get("plural"), spec.get("group")
+    if not versions or not plural or not group:
+        return None  # not served: no object of it can be listed, nor exists for clients
+    what = "CRD %s" % crd["metadata"]["name"]
+    path = "/apis/%s/%s/%s" % (check_name(group, "the group of " + what), check_name(versions[0], "a version of " + what),
+                               check_name(plural, "the plural of " + what))
+    answer = api.get(path, limit=_PAGE) or {}
+    items = answer.get("items") or []
+    meta = answer.get("metadata") or {}
+    left = meta.get("remainingItemCount") or 0
+    if skip_owned:
+        items = [i for i in items if not _owned(i)]
+    if not items and not left and not meta.get("continue"):
+        return None
+    total = len(items) + left
+    count = "%d" % total if left or not meta.get("continue") else "more than %d" % len(items)
+    kind = (spec.get("names") or {}).get("kind") or plural
+    return ("%s still has %s %s object%s in the cluster (%s): deleting it deletes them all. Delete them first "
+            "(kubectl delete %s.%s --all -A) and run again, or leave delete_crds off" % (
+                what, count, kind, "" if total == 1 else "s", _named(items, total), plural, group))
+
+
+_NAMESPACE_KINDS = (("v1", "Pod"), ("apps/v1", "DaemonSet"), ("apps/v1", "Deployment"), ("v1", "Service"),
+                    ("v1", "ConfigMap"), ("v1", "Secret"))
+
+
+def _ours_in(namespace, objects):
+    """What numa.kube applies in ``namespace`` (kind, name), and the Secrets its pods mount."""
+    ours = set()
+    for obj in objects:
+        if obj["metadata"].get("namespace") != namespace:
+            continue
+        ours.add((obj["kind"], obj["metadata"]["name"]))
+        for pod_spec in _pod_specs(obj):
+            for volume in pod_spec.get("volumes") or []:
+                secret = (volume.get("secret") or {}).get("secretName")
+                if secret:
+                    ours.add(("mounted Secret", secret))
+    return ours
+
+
+def _pod_is_ours(pod, ours):
+    """Whether one of our Deployments (through its ReplicaSet), DaemonSets or Jobs made ``pod``."""
+    pod_hash = (pod["metadata"].get("labels") or {}).get("pod-template-hash")
+    for ref in pod["metadata"].get("ownerReferences") or []:
+        if ref.get("kind") in ("DaemonSet", "Job") and (ref["kind"], ref.get("name")) in ours:
+            return True
+        if ref.get("kind") == "ReplicaSet" and pod_hash and (ref.get("name") or "").endswith("-" + pod_hash) \
+                and ("Deployment", ref["name"][:-len(pod_hash) - 1]) in ours:
+            return True
+    return False
+
+
+def _foreign(obj, ours):
+    kind, name = obj["kind"], obj["metadata"]["name"]
+    if kind == "Pod":
+        return not _pod_is_ours(obj, ours)
+    if kind == "ConfigMap" and name == "kube-root-ca.crt":
+        return False
+    if kind == "Secret" and (obj.get("type") == "kubernetes.io/service-account-token"
+                             or ("mounted Secret", name) in ours):
+        return False
+    return not ((kind, name) in ours and _owned(obj))
+
+
+def namespace_problem(api, namespace_obj, objects):
+    """A sentence when the Namespace holds objects that numa.kube did not make from this manifest
+    (or the publisher), else None: deleting the Namespace would delete them."""
+    name = namespace_obj["metadata"]["name"]
+    live = api.get(path_of(namespace_obj))
+    if live is None or not _owned(live):
+        return None
+    ours = _ours_in(name, objects)
+    foreign, unread = [], False
+    for version, kind in _NAMESPACE_KINDS:
+        items, more = _listed(api, "%s/namespaces/%s/%s" % ("/api/v1" if version == "v1" else "/apis/" + version,
+                                                            check_namespace(name), KINDS[(version, kind)][0]))
+        unread = unread or more
+        foreign.extend("%s %s" % (kind, i["metadata"]["name"]) for i in items if _foreign(dict(i, kind=kind), ours))
+    if not foreign and not unread:
+        return None
+    total = len(foreign)
+    listed = ", ".join(foreign[:LISTED]) + (" and %d more" % (total - LISTED) if total > LISTED else "")
+    unread_note = (", and over %d objects of one kind, not all read" % (_PAGE * _PAGES)) if unread else ""
+    return ("Namespace %s holds %d object%s numa.kube did not make from this manifest (%s)%s: deleting the "
+            "Namespace deletes them. Move or delete them first and run again, or leave delete_namespace off"
+            % (name, total, "" if total == 1 else "s", listed or "none of those read", unread_note))
+
+
+def absent_problems(api, params, volcano, publisher):
+    """Why the CRDs and Namespaces asked to go cannot, as sentences (read-only requests)."""
+    problems = []
+    if params.get("delete_crds"):
+        for obj in volcano:
+            if obj["kind"] == "CustomResourceDefinition":
+                skip = bool(publisher) and obj["metadata"]["name"] == "numatopologies.nodeinfo.volcano.sh"
+                problems.append(crd_problem(api, obj, skip_owned=skip))
+    if params.get("delete_namespace"):
+        for obj in volcano:
+            if obj["kind"] == "Namespace":
+                problems.append(namespace_problem(api, obj, volcano + publisher))
+    return [p for p in problems if p]
+
+
+# --- run --------------------------------------------------------------------------------------------
+
+class _Result(dict):
+    """The module's result, with each object's change recorded as it happens."""
+
+    def __init__(self):
+        dict.__init__(self, changed=False, objects=[], diff=[], scheduler_conf_created=False)
+
+    def record(self, obj, changed, before, after):
+        self["objects"].append({"object": describe(obj), "changed": changed})
         if changed:
-            result["changed"] = True
-            result["diff"].append({"before": summarised(before), "after": summarised(after),
-                                   "before_header": describe(obj),
-                                   "after_header": describe(obj)})
+            self["changed"] = True
+            self["diff"].append({"before": summarised(before), "after": summarised(after),
+                                 "before_header": describe(obj), "after_header": describe(obj)})
 
-    volcano = adjust(load_manifest(manifest_text, params["manifest"]), params) if manifest_text is not None else []
+    def keep(self, obj, **why):
+        self["objects"].append(dict({"object": describe(obj), "changed": False, "kept": True}, **why))
+
+
+def run(api, params, manifest_text, check_mode, wait_for):
+    """Apply (or remove) Volcano and the publisher, and wait for them; the module's result.
+
+    Nothing is changed before every check passed: the manifest and the options, and for absent
+    whether the CRDs and Namespaces asked to go hold anything numa.kube did not make."""
+    if manifest_text is not None:
+        volcano = volcano_objects(manifest_text, params)
+    else:
+        problems = option_problems(params)
+        if problems:
+            raise VolcanoError(problems)
+        volcano = []
     publisher = publisher_objects(params) if params.get("publisher_image") else []
     if params["state"] == "absent":
-        for obj in reversed(volcano + publisher):
-            changed, before = api.delete(obj, check_mode)
-            record(obj, changed, before, {})
-        return result
+        return _remove(api, params, volcano, publisher, check_mode)
+    return _deploy(api, params, volcano, publisher, check_mode, wait_for)
 
+
+def _remove(api, params, volcano, publisher, check_mode):
+    """absent: the reverse of present's order. The webhooks before their server, the publisher's
+    DaemonSet before the Numatopologies it would otherwise write again, CRDs and Namespaces (when
+    their switch is on) last."""
+    problems = absent_problems(api, params, volcano, publisher)
+    if problems:
+        raise VolcanoError(["nothing was deleted"] + problems)
+    result = _Result()
+
+    def remove(obj):
+        changed, before = api.delete(obj, check_mode)
+        result.record(obj, changed, before, {})
+
+    webhooks = [obj for obj in volcano if obj["kind"] in WEBHOOK_KINDS]
+    for obj in list(reversed(webhooks)) + list(reversed(publisher)):
+        remove(obj)
+    if publisher:
+        for obj, changed, before in publisher_cleanup(api, check_mode):
+            result.record(obj, changed, before, {})
+    for obj in reversed(volcano):
+        switch = {"CustomResourceDefinition": "delete_crds", "Namespace": "delete_namespace"}.get(obj["kind"])
+        if obj["kind"] in WEBHOOK_KINDS:
+            continue
+        if switch and not params.get(switch):
+            result.keep(obj, reason="%s is false" % switch)
+            continue
+        remove(obj)
+    return result
+
+
+def _deploy(api, params, volcano, publisher, check_mode, wait_for):
+    """present: every object but the webhook configurations, then (with wait) the Deployments that
+    serve the webhooks, the webhooks, the other Deployments, the publisher and its Numatopologies."""
+    webhooks = [obj for obj in volcano if obj["kind"] in WEBHOOK_KINDS]
+    if webhooks and not params["wait"]:
+        raise VolcanoError(
+            "wait is false, but the manifest has admission webhooks (%s): they fail closed, so numa.kube "
+            "applies them only once the Deployment that serves them is Available, which takes waiting; nothing "
+            "was applied. Set wait: true, or admission: false to leave the webhooks out"
+            % ", ".join(describe(obj) for obj in webhooks))
     if not volcano and api.get("/apis/apiextensions.k8s.io/v1/customresourcedefinitions/"
                                "numatopologies.nodeinfo.volcano.sh") is None:
         raise VolcanoError("the cluster has no Numatopology CRD (numatopologies.nodeinfo.volcano.sh): install "
                            "Volcano first, or give manifest (Volcano's release manifest) to install it")
-    for obj in volcano + publisher:
+    # every object of another manager named at once, before anything is applied (the scheduler's
+    # ConfigMap is never applied over an existing one, whoever made it)
+    api.claim([obj for obj in volcano + publisher if not is_scheduler_conf(obj)])
+    result = _Result()
+
+    def apply(obj):
         if is_scheduler_conf(obj):
             if api.get(path_of(obj)) is not None:
-                result["objects"].append({"object": describe(obj), "changed": False, "kept": True})
-                continue
+                result.keep(obj)
+                return
             result["scheduler_conf_created"] = True
         if check_mode and obj["kind"] != "Namespace" and obj["metadata"].get("namespace") and \
-                api.get("/api/v1/namespaces/%s" % obj["metadata"]["namespace"]) is None:
+                api.get("/api/v1/namespaces/%s" % check_namespace(obj["metadata"]["namespace"])) is None:
             # a dry run cannot place objects in a namespace the same run has not made yet
-            record(obj, True, {}, obj)
-            continue
+            result.record(obj, True, {}, obj)
+            return
         changed, before, after = api.apply(obj, check_mode)
-        record(obj, changed, before, after)
+        result.record(obj, changed, before, after)
+
+    for obj in volcano + publisher:
+        if obj["kind"] not in WEBHOOK_KINDS:
+            apply(obj)
     if check_mode or not params["wait"]:
+        for obj in webhooks:  # only a dry run gets here with webhooks (refused above without wait)
+            apply(obj)
         return result
 
-    waits = {}
-    for obj in volcano:
-        if obj["kind"] == "Deployment":
-            done, text, waited = wait_for(lambda o=obj: deployment_ready(api.get(path_of(o))), params["wait_timeout"])
-            if not done:
-                raise VolcanoError("Deployment %s did not become available within %d s: %s"
-                                   % (describe(obj)[len("Deployment "):], waited, text))
-            waits[describe(obj)] = round(waited, 1)
+    waits = result["wait_seconds"] = {}
+
+    def wait_available(deployment, held):
+        done, text, waited = wait_for(lambda: deployment_ready(api.get(path_of(deployment))), params["wait_timeout"])
+        if not done:
+            why = (": the webhook configurations (%s) were not applied, so nothing fails closed on them; see "
+                   "kubectl -n %s describe deployment %s, and run again once it can start"
+                   % (", ".join(describe(o) for o in held), deployment["metadata"]["namespace"],
+                      deployment["metadata"]["name"])) if held else ""
+            raise VolcanoError("%s did not become available within %d s (%s)%s"
+                               % (describe(deployment), waited, text, why))
+        waits[describe(deployment)] = round(waited, 1)
+
+    servers = webhook_servers(volcano) if webhooks else []
+    for deployment in servers:
+        wait_available(deployment, webhooks)
+    for obj in webhooks:
+        apply(obj)
+    for deployment in volcano:
+        if deployment["kind"] == "Deployment" and deployment not in servers:
+            wait_available(deployment, [])
     if publisher:
-        nodes = [n["metadata"]["name"] for n in api.nodes(params.get("publisher_node_selector"))]
-        daemonset = publisher[-1]
-        done, text, waited = wait_for(lambda: daemonset_ready(api.get(path_of(daemonset)), len(nodes)),
-                                      params["wait_timeout"])
-        if not done:
-            raise VolcanoError("the publisher DaemonSet did not roll out within %d s: %s" % (waited, text))
-
-        def published():
-            missing = [n for n in nodes if api.get("/apis/%s/numatopologies/%s" % (NUMATOPOLOGY_API, n)) is None]
-            return not missing, missing
-
-        done, missing, waited = wait_for(published, params["wait_timeout"])
-        if not done:
-            raise VolcanoError("no Numatopology for %s within %d s of the publisher running: see its logs "
-                               "(kubectl -n %s logs ds/%s)" % (", ".join(missing), waited, params["namespace"],
-                                                               PUBLISHER))
-        result["numatopologies"] = nodes
-    result["wait_seconds"] = waits
+        result["numatopologies"] = _wait_publisher(api, params, publisher, wait_for)
     return result
+
+
+def _wait_publisher(api, params, publisher, wait_for):
+    """The selected nodes, once the publisher runs on each and each has its Numatopology."""
+    nodes = [n["metadata"]["name"] for n in api.nodes(params.get("publisher_node_selector"))]
+    daemonset = publisher[-1]
+    done, text, waited = wait_for(lambda: daemonset_ready(api.get(path_of(daemonset)), len(nodes)),
+                                  params["wait_timeout"])
+    if not done:
+        raise VolcanoError("the publisher DaemonSet did not roll out within %d s: %s" % (waited, text))
+
+    def published():
+        missing = [n for n in nodes if api.get("/apis/%s/numatopologies/%s"
+                                               % (NUMATOPOLOGY_API, check_name(n, "node name"))) is None]
+        return not missing, missing
+
+    done, missing, waited = wait_for(published, params["wait_timeout"])
+    if not done:
+        raise VolcanoError("no Numatopology for %s within %d s of the publisher running: see its logs "
+                           "(kubectl -n %s logs ds/%s)" % (", ".join(missing), waited, params["namespace"], PUBLISHER))
+    return nodes

@@ -26,8 +26,19 @@ description:
   - With O(publisher_image), deploys the node agent's Numatopology publisher as a DaemonSet (one
     C(nodeinfo.volcano.sh/v1alpha1) C(Numatopology) per node, kept current from kubelet's
     C(/configz), its PodResources API and sysfs) and waits until every selected node has its object.
-  - O(state=absent) deletes what the manifest and the publisher hold (Volcano's CRDs, and with them
-    its jobs and queues, included).
+  - Every document of the manifest is checked before anything is applied, and every problem is
+    named in one refusal - a kind numa.kube does not apply (with its document and apiVersion),
+    an invalid name or namespace, a container without an image or whose image, after
+    O(image_registry) and O(image_tag), is not an image reference.
+  - The webhook configurations are applied last, once the Deployment that serves them (found
+    through the webhook's Service and its selector; every Deployment of the manifest when that
+    does not lead to one) is available. Volcano's webhooks fail closed; one registered before its
+    server answers refuses every object it watches. When that Deployment does not become
+    available in time, the webhooks are not applied and the task fails saying so.
+  - O(state=absent) deletes only what numa.kube applied (objects with its managed-by label), the
+    webhooks first, and the Numatopologies the publisher published once its DaemonSet is gone.
+    Volcano's CRDs (and with them every Volcano Job, Queue and PodGroup in the cluster) go only
+    with O(delete_crds), its Namespaces only with O(delete_namespace).
 author:
   - numa.kube contributors (@numa-kube)
 extends_documentation_fragment:
@@ -42,15 +53,22 @@ options:
     description:
       - Volcano's release manifest, a path on the controller or an C(https://) URL; omit it to leave
         an installed Volcano alone.
+      - A URL must be C(https://) and come with O(manifest_checksum); plain C(http://) (or any other
+        scheme) and a URL without checksum are refused before the download, which gives up after 60 s.
     type: str
   manifest_checksum:
-    description: The manifest's expected checksum, C(sha256) then a colon and the hex digest; a manifest that differs is refused.
+    description:
+      - The manifest's expected checksum, C(sha256:) then the 64 hex digits of its SHA-256 (what
+        C(sha256sum) prints); a manifest that differs is refused.
+      - Required with a URL O(manifest); optional with a path.
     type: str
   admission:
     description:
       - Whether Volcano's admission webhook is deployed. Without it Volcano jobs get no defaults
         filled in (queue, minAvailable...) and are not validated; plain pods and Deployments with
         Volcano's C(schedulerName) work the same.
+      - Its webhook configurations are applied once their server is available, which takes O(wait);
+        O(wait=false) with a manifest that has webhooks is refused (set O(admission=false) instead).
     type: bool
     default: true
   image_registry:
@@ -68,7 +86,9 @@ options:
     type: dict
     default: {}
   namespace:
-    description: Namespace of the publisher (Volcano's own objects keep the manifest's).
+    description:
+      - Namespace of the publisher, and of the manifest's namespaced objects that name none
+        (Volcano's own objects keep the manifest's).
     type: str
     default: volcano-system
   publisher_image:
@@ -104,6 +124,26 @@ options:
     type: str
     choices: [node-cert, cluster-ca, insecure]
     default: node-cert
+  delete_crds:
+    description:
+      - With O(state=absent), also delete the manifest's CustomResourceDefinitions that numa.kube
+        applied. Deleting a CRD deletes every object of it in the cluster (Volcano Jobs, Queues,
+        PodGroups...), so the task is refused, before anything is deleted, while any such object
+        exists, naming up to 5 of each CRD with their count (the Numatopologies the publisher
+        published do not count when O(publisher_image) is given, as they go with the publisher).
+      - Off, the CRDs stay (listed in RV(objects) with C(kept)).
+    type: bool
+    default: false
+  delete_namespace:
+    description:
+      - With O(state=absent), also delete the manifest's Namespaces that numa.kube applied. The task
+        is refused, before anything is deleted, while one holds Pods, DaemonSets, Deployments,
+        Services, ConfigMaps (but C(kube-root-ca.crt)) or Secrets (but service account tokens) that
+        numa.kube did not make from this manifest or the publisher, for example the NUMA monitoring
+        stack, which M(numa.kube.numa_monitoring) deploys in C(volcano-system) by default.
+      - Off, the Namespaces stay (listed in RV(objects) with C(kept)).
+    type: bool
+    default: false
   wait:
     description: Whether to wait for the Deployments, the publisher and its Numatopology objects.
     type: bool
@@ -124,6 +164,7 @@ EXAMPLES = r"""
 - name: Volcano v1.14.1 from its release manifest, images from a mirror, with the publisher
   numa.kube.volcano_stack:
     manifest: https://raw.githubusercontent.com/volcano-sh/volcano/v1.14.1/installer/volcano-development.yaml
+    manifest_checksum: sha256:b5fc426e0984856ba2d9a3f327fb207430094af30ddc8f37a8d8b39fe5500239
     image_registry: registry.example/volcanosh
     publisher_image: registry.example/numa-kube/node-agent:0.1.0
   delegate_to: localhost
@@ -135,11 +176,23 @@ EXAMPLES = r"""
     publisher_image: registry.example/numa-kube/node-agent:0.1.0
     publisher_node_selector: {numa.kube/aligned: "true"}
   delegate_to: localhost
+
+- name: Remove Volcano, its CRDs (refused while Volcano Jobs, Queues... exist) and its Namespaces
+  numa.kube.volcano_stack:
+    state: absent
+    manifest: /srv/volcano/volcano-development.yaml
+    publisher_image: registry.example/numa-kube/node-agent:0.1.0
+    delete_crds: true
+    delete_namespace: true
+  delegate_to: localhost
 """
 
 RETURN = r"""
 objects:
-  description: Each object and whether it changed; the scheduler's ConfigMap has C(kept) when it was already there.
+  description:
+    - Each object and whether it changed, in the order the run went through them.
+    - The scheduler's ConfigMap has C(kept) when it was already there; with O(state=absent), a CRD or
+      Namespace left in place has C(kept) and C(reason) (its switch is off).
   returned: always
   type: list
   elements: dict
@@ -161,7 +214,6 @@ wait_seconds:
   sample: {"Deployment volcano-system/volcano-scheduler": 21.5}
 """
 
-import hashlib
 import traceback
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
@@ -175,30 +227,36 @@ from ansible_collections.numa.kube.plugins.module_utils.kube_api import (
     wait_for,
 )
 from ansible_collections.numa.kube.plugins.module_utils.volcano_conf import HAS_YAML, VolcanoError
-from ansible_collections.numa.kube.plugins.module_utils.volcano_stack import run
+from ansible_collections.numa.kube.plugins.module_utils.volcano_stack import (
+    DOWNLOAD_TIMEOUT,
+    check_checksum,
+    check_source,
+    is_url,
+    run,
+)
 
 
 def read_manifest(module):
-    source = module.params["manifest"]
+    """The manifest's text (None without one); fails the task when its source or checksum is refused."""
+    source, checksum = module.params["manifest"], module.params["manifest_checksum"]
     if source is None:
         return None
     try:
-        if source.startswith(("https://", "http://")):
-            data = open_url(source, timeout=60).read()
+        check_source(source, checksum)
+    except VolcanoError as exc:
+        module.fail_json(msg=str(exc))
+    try:
+        if is_url(source):
+            data = open_url(source, timeout=DOWNLOAD_TIMEOUT).read()
         else:
             with open(source, "rb") as handle:
                 data = handle.read()
     except Exception as exc:  # pylint: disable=broad-except  # any failure to read is the user's to fix
         module.fail_json(msg="cannot read the manifest %s: %s" % (source, exc))
-    expected = module.params["manifest_checksum"]
-    if expected:
-        algorithm, _sep, digest = expected.partition(":")
-        if algorithm != "sha256" or not digest:
-            module.fail_json(msg="manifest_checksum must read sha256:<hex digest>, got %r" % expected)
-        actual = hashlib.sha256(data).hexdigest()
-        if actual != digest.lower():
-            module.fail_json(msg="the manifest %s has sha256 %s, not the %s manifest_checksum names: nothing "
-                                 "was applied" % (source, actual, digest))
+    try:
+        check_checksum(data, checksum, source)
+    except VolcanoError as exc:
+        module.fail_json(msg=str(exc))
     return data.decode("utf-8")
 
 
@@ -217,6 +275,8 @@ def main():
         publisher_node_selector=dict(type="dict", default={}),
         publisher_nodes_proxy=dict(type="bool", default=False),
         publisher_kubelet_tls=dict(type="str", choices=["node-cert", "cluster-ca", "insecure"], default="node-cert"),
+        delete_crds=dict(type="bool", default=False),
+        delete_namespace=dict(type="bool", default=False),
         wait=dict(type="bool", default=True),
         wait_timeout=dict(type="int", default=300),
     )

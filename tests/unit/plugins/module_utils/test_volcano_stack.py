@@ -11,10 +11,11 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import copy
+import hashlib
 
 import pytest
 
-from ansible_collections.numa.kube.plugins.module_utils import volcano_stack
+from ansible_collections.numa.kube.plugins.module_utils import kube_api, volcano_stack
 from ansible_collections.numa.kube.plugins.module_utils.kube_api import KubeApiError
 from ansible_collections.numa.kube.plugins.module_utils.volcano_conf import VolcanoError
 from ansible_collections.numa.kube.tests.unit.plugins.module_utils.test_resource_plugin import MemoryApi, no_wait
@@ -39,25 +40,42 @@ data: {volcano-scheduler.conf: "actions: allocate"}
 ---
 apiVersion: apps/v1
 kind: Deployment
-metadata: {name: volcano-scheduler, namespace: volcano-system}
+metadata: {name: volcano-scheduler, namespace: volcano-system, labels: {app: volcano-scheduler}}
 spec:
+  selector: {matchLabels: {app: volcano-scheduler}}
   template:
+    metadata: {labels: {app: volcano-scheduler}}
     spec:
       containers:
       - {name: s, image: "docker.io/volcanosh/vc-scheduler:v1.14.0", imagePullPolicy: Always}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: volcano-admission-service, namespace: volcano-system}
+spec:
+  selector: {app: volcano-admission}
 ---
 apiVersion: apps/v1
 kind: Deployment
 metadata: {name: volcano-admission, namespace: volcano-system}
 spec:
+  selector: {matchLabels: {app: volcano-admission}}
   template:
+    metadata: {labels: {app: volcano-admission}}
     spec:
       containers:
       - {name: a, image: "docker.io/volcanosh/vc-webhook-manager:v1.14.0"}
+      volumes:
+      - {name: certs, secret: {secretName: volcano-admission-secret}}
 ---
 apiVersion: admissionregistration.k8s.io/v1
 kind: MutatingWebhookConfiguration
 metadata: {name: volcano-admission-service-jobs-mutate}
+webhooks:
+- name: mutatejob.volcano.sh
+  clientConfig:
+    service: {name: volcano-admission-service, namespace: volcano-system, path: /jobs/mutate}
+  failurePolicy: Fail
 """
 PARAMS = {"state": "present", "manifest": "volcano-development.yaml", "admission": False,
           "image_registry": "numa.kube", "image_tag": "v1.14.1", "image_pull_policy": "IfNotPresent",
@@ -77,18 +95,39 @@ def test_the_manifest_loads_with_helms_equals_keys_and_is_adjusted_as_asked():
     assert pod["nodeSelector"] == {"infra": "true"}
     assert objects[3]["spec"]["template"]["spec"]["containers"][0]["imagePullPolicy"] == "Always", "input untouched"
     kept = volcano_stack.adjust(objects, dict(PARAMS, admission=True, image_registry=None, image_tag=None))
-    assert len(kept) == 6 and kept[4]["spec"]["template"]["spec"]["containers"][0]["image"] == \
+    assert len(kept) == 7 and kept[5]["spec"]["template"]["spec"]["containers"][0]["image"] == \
         "docker.io/volcanosh/vc-webhook-manager:v1.14.0"
 
 
+def test_adjust_keeps_every_label_adds_numa_kubes_and_leaves_pod_templates_alone():
+    objects = volcano_stack.load_manifest(MANIFEST, "m")
+    scheduler = volcano_stack.adjust(objects, PARAMS)[3]
+    assert scheduler["metadata"]["labels"] == {"app": "volcano-scheduler", "app.kubernetes.io/managed-by": "numa.kube"}
+    # the selector and the pod labels it matches are the manifest's (a Deployment's selector is immutable)
+    assert scheduler["spec"]["selector"] == {"matchLabels": {"app": "volcano-scheduler"}}
+    assert scheduler["spec"]["template"]["metadata"] == {"labels": {"app": "volcano-scheduler"}}
+    assert "labels" not in objects[0]["metadata"], "the input is untouched"
+
+
+def test_a_namespaced_object_without_a_namespace_goes_to_the_modules():
+    text = MANIFEST.replace("metadata: {name: volcano-scheduler-configmap, namespace: volcano-system}",
+                            "metadata: {name: volcano-scheduler-configmap}")
+    conf = volcano_stack.volcano_objects(text, dict(PARAMS, namespace="batch"))[2]
+    assert conf["metadata"]["namespace"] == "batch"
+    assert volcano_stack.volcano_objects(text, PARAMS)[0]["metadata"] == {
+        "name": "volcano-system", "labels": {"app.kubernetes.io/managed-by": "numa.kube"}}, "cluster-scoped: none"
+
+
 @pytest.mark.parametrize("text,match", [
-    ("a: [", "not valid YAML"),
-    ("kind: Namespace\n", "apiVersion, kind and metadata.name"),
-    ("apiVersion: v1\nkind: Namespace\nmetadata: {name: x}\n", "no scheduler Deployment"),
+    ("a: [", "(?s)^m is not valid YAML: .*; nothing was applied$"),
+    ("kind: Namespace\n", r"document 1 is not a Kubernetes object with apiVersion, kind and metadata.name \(found "
+                          r"\{'kind': 'Namespace'\}\): complete it or remove it"),
+    ("apiVersion: v1\nkind: Namespace\nmetadata: {name: x}\n", "the manifest has no scheduler Deployment: is it "
+     r"Volcano's release manifest \(installer/volcano-development.yaml\)\? give that file"),
 ])
 def test_a_manifest_that_is_not_volcanos_is_refused(text, match):
     with pytest.raises(VolcanoError, match=match):
-        volcano_stack.load_manifest(text, "m")
+        volcano_stack.volcano_objects(text, dict(PARAMS, manifest="m"))
 
 
 def test_the_scheduler_configuration_is_created_but_never_overwritten():
@@ -248,3 +287,425 @@ def test_absent_without_the_numatopology_crd_has_nothing_to_remove():
     api = ListingApi(None)
     assert volcano_stack.publisher_cleanup(api, check_mode=False) == []
     assert [call[0] for call in api.calls] == ["get"]
+
+
+# --- checks before anything is applied, order, what absent may delete ------------------------------------
+
+OWNED = {"app.kubernetes.io/managed-by": "numa.kube"}
+
+
+class Cluster(object):
+    """The API as the stack sees it, with what its order depends on: numa.kube's label on what it
+    applies, deletes only of labelled objects (others in ``kept``), Deployments Available once
+    their name is in ``available``, and lists (``lists``: path -> items) read with a limit.
+    ``events`` records applies, deletes and each Deployment seen Available, in order."""
+
+    def __init__(self, available=(), nodes=()):
+        self.store, self.lists, self.events, self.kept = {}, {}, [], []
+        self.available = set(available)
+        self.node_list = [{"metadata": {"name": name}} for name in nodes]
+
+    def put(self, obj, owned=True):
+        obj = copy.deepcopy(obj)
+        if owned:
+            obj["metadata"]["labels"] = dict(obj["metadata"].get("labels") or {}, **OWNED)
+        self.store[kube_api.path_of(obj)] = obj
+
+    def claim(self, objects):
+        self.events.append(("claim", len(objects)))
+
+    def apply(self, obj, check_mode=False):
+        self.events.append(("apply", kube_api.describe(obj), check_mode))
+        before = self.store.get(kube_api.path_of(obj))
+        if not check_mode:
+            self.put(obj)
+        return before is None, kube_api.comparable(before), kube_api.comparable(obj)
+
+    def delete(self, obj, check_mode=False):
+        before = self.store.get(kube_api.path_of(obj))
+        if before is not None and not kube_api.owned(before):
+            self.kept.append(kube_api.describe(obj))
+            return False, kube_api.comparable(before)
+        self.events.append(("delete", kube_api.describe(obj), check_mode))
+        if before is not None and not check_mode:
+            del self.store[kube_api.path_of(obj)]
+        return before is not None, kube_api.comparable(before)
+
+    def nodes(self, selector=None):
+        return self.node_list
+
+    def get(self, path, **params):
+        if path in self.lists:
+            items, limit = self.lists[path], params.get("limit", 10000)
+            if params.get("label_selector"):
+                key, _eq, value = params["label_selector"].partition("=")
+                items = [i for i in items if (i["metadata"].get("labels") or {}).get(key) == value]
+            start = int(params.get("_continue") or 0)  # the continue token: where the next page starts
+            end = start + limit
+            meta = {"remainingItemCount": len(items) - end, "continue": str(end)} if len(items) > end else {}
+            return {"items": items[start:end], "metadata": meta}
+        found = copy.deepcopy(self.store.get(path))
+        if found and found["kind"] == "Deployment" and found["metadata"]["name"] in self.available:
+            self.events.append(("available", found["metadata"]["name"]))
+            found["status"] = {"replicas": 1, "updatedReplicas": 1, "availableReplicas": 1}
+        if found and found["kind"] == "DaemonSet":
+            count = len(self.node_list)
+            found["status"] = {"desiredNumberScheduled": count, "updatedNumberScheduled": count,
+                               "numberAvailable": count}
+        return found
+
+    def applied(self):
+        return [event[1] for event in self.events if event[0] == "apply"]
+
+
+WEBHOOK = "MutatingWebhookConfiguration volcano-admission-service-jobs-mutate"
+ADMISSION = dict(PARAMS, admission=True, wait=True, publisher_image=None)
+
+
+def refusal(params, text=MANIFEST, api=None):
+    """The problems of a refused run, after checking it changed nothing."""
+    api = api or Cluster(available=("volcano-scheduler", "volcano-admission"))
+    with pytest.raises(VolcanoError) as caught:
+        volcano_stack.run(api, params, text, False, no_wait)
+    assert [e for e in api.events if e[0] in ("apply", "delete")] == [], "nothing changed before the refusal"
+    return caught.value.problems
+
+
+def test_unsupported_kinds_are_all_named_before_anything_is_applied():
+    text = MANIFEST + """\
+---
+apiVersion: policy/v1
+kind: PodDisruptionBudget
+metadata: {name: volcano-scheduler, namespace: volcano-system}
+---
+apiVersion: admissionregistration.k8s.io/v1beta1
+kind: ValidatingWebhookConfiguration
+metadata: {name: volcano-admission-service-pods-validate}
+"""
+    problems = refusal(ADMISSION, text)
+    assert problems[0] == "the manifest volcano-development.yaml was refused, nothing was applied"
+    assert problems[1].startswith(
+        "the manifest holds kinds numa.kube does not apply: policy/v1 PodDisruptionBudget (document 8, "
+        "volcano-scheduler), admissionregistration.k8s.io/v1beta1 ValidatingWebhookConfiguration (document 9, "
+        "volcano-admission-service-pods-validate) [numa.kube applies ValidatingWebhookConfiguration as "
+        "admissionregistration.k8s.io/v1]; it applies only ClusterRole, ClusterRoleBinding, ConfigMap, ")
+    assert problems[1].endswith("Remove those documents from the manifest (and apply them yourself), or use "
+                                "Volcano's release manifest (installer/volcano-development.yaml)")
+
+
+def test_every_bad_document_is_listed_in_one_refusal():
+    text = MANIFEST.replace("name: volcano-scheduler-configmap, namespace: volcano-system",
+                            "name: Volcano_Conf, namespace: volcano-system") \
+        .replace("metadata: {name: volcano-admission, namespace: volcano-system}",
+                 "metadata: {name: volcano-admission, namespace: Volcano}") \
+        .replace('image: "docker.io/volcanosh/vc-webhook-manager:v1.14.0"', 'image: ""') \
+        .replace("metadata: {name: volcano-system}", "metadata: {name: volcano.system}")
+    problems = refusal(dict(ADMISSION, namespace="-x", publisher_image="https://r/agent:1"), text)
+    assert problems[1:] == [
+        "namespace (the option) '-x' is not a valid namespace name: it must be a DNS-1123 label (lower-case letters, "
+        "digits and '-', starting and ending with a letter or digit, at most 63 characters); fix the value",
+        "publisher_image: image 'https://r/agent:1' is not an image reference: it starts with a scheme (registries "
+        "are named without https://); set it to the node agent image as you pushed it",
+        "document 1 (Namespace volcano.system): the name 'volcano.system' is not a valid namespace name: it must "
+        "be a DNS-1123 label (lower-case letters, digits and '-', starting and ending with a letter or digit, at "
+        "most 63 characters); fix the value",
+        "document 3 (ConfigMap volcano-system/Volcano_Conf): the name 'Volcano_Conf' is not a valid Kubernetes "
+        "object name: it must be a DNS-1123 subdomain: lower-case letters, digits, '-' and '.', starting and "
+        "ending with a letter or digit, at most 253 characters; fix the value",
+        "document 6 (Deployment Volcano/volcano-admission): the namespace 'Volcano' is not a valid namespace name: "
+        "it must be a DNS-1123 label (lower-case letters, digits and '-', starting and ending with a letter or "
+        "digit, at most 63 characters); fix the value",
+        "document 6 (Deployment Volcano/volcano-admission) container 'a' has no image: every container needs one; "
+        "set it in the manifest",
+    ]
+
+
+@pytest.mark.parametrize("image,why", [
+    ("docker.io/volcanosh/vc-scheduler :v1", "it holds whitespace"),
+    ("https://docker.io/volcanosh/vc-scheduler:v1", "it starts with a scheme (registries are named without https://)"),
+    ("docker.io/VolcanoSH/vc-scheduler:v1", "it is not [registry[:port]/]repository[:tag][@digest] in lower case"),
+])
+def test_a_malformed_image_in_the_manifest_is_refused(image, why):
+    text = MANIFEST.replace("docker.io/volcanosh/vc-scheduler:v1.14.0", image)
+    problems = refusal(dict(ADMISSION, image_registry=None, image_tag=None), text)
+    assert problems[1:] == ["document 4 (Deployment volcano-system/volcano-scheduler) container 's': image %r is not "
+                            "an image reference: %s; fix the manifest" % (image, why)]
+
+
+def test_images_are_checked_as_adjusted():
+    text = MANIFEST.replace("docker.io/volcanosh/vc-scheduler:v1.14.0", "https://docker.io/volcanosh/vc-scheduler")
+    applied = volcano_stack.volcano_objects(text, dict(ADMISSION, image_registry="mirror.example/vc", image_tag=None))
+    assert applied[3]["spec"]["template"]["spec"]["containers"][0]["image"] == "mirror.example/vc/vc-scheduler"
+    text = MANIFEST.replace("docker.io/volcanosh/vc-scheduler:v1.14.0", "docker.io/volcanosh/VC-scheduler:v1")
+    problems = refusal(dict(ADMISSION, image_registry="mirror.example", image_tag=None), text)
+    assert problems[1:] == [
+        "document 4 (Deployment volcano-system/volcano-scheduler) container 's' ('docker.io/volcanosh/VC-scheduler:v1' "
+        "with image_registry 'mirror.example', image_tag None): image 'mirror.example/VC-scheduler:v1' is not an image "
+        "reference: it is not [registry[:port]/]repository[:tag][@digest] in lower case; fix the manifest, or "
+        "image_registry or image_tag"]
+
+
+def test_image_options_are_checked_once_not_for_each_container():
+    problems = refusal(dict(ADMISSION, image_registry="https://registry.example", image_tag="v1 .2"))
+    assert problems[1:] == [
+        "image_registry 'https://registry.example' is not a registry and path: it must read host[:port][/path] in "
+        "lower case, without whitespace or a scheme (e.g. registry.example/volcanosh); fix it",
+        "image_tag 'v1 .2' is not an image tag: it must be letters, digits, '_', '.' and '-' (not first), at most "
+        "128 characters (e.g. v1.14.1); fix it"]
+
+
+def test_images_pinned_by_digest_and_registries_with_ports_pass():
+    digest = "@sha256:" + "a" * 64
+    text = MANIFEST.replace("docker.io/volcanosh/vc-scheduler:v1.14.0", "localhost:5000/volcanosh/vc-scheduler" + digest)
+    applied = volcano_stack.volcano_objects(text, dict(ADMISSION, image_registry=None, image_tag=None))
+    assert applied[3]["spec"]["template"]["spec"]["containers"][0]["image"] == \
+        "localhost:5000/volcanosh/vc-scheduler" + digest
+
+
+def test_absent_checks_names_and_kinds_but_not_images():
+    text = MANIFEST.replace('image: "docker.io/volcanosh/vc-webhook-manager:v1.14.0"', 'image: ""')
+    assert volcano_stack.volcano_objects(text, dict(ADMISSION, state="absent"))
+    problems = refusal(dict(ADMISSION, state="absent"), text.replace("kind: Service", "kind: Sevrice"))
+    assert problems[0] == "the manifest volcano-development.yaml was refused, nothing was deleted"
+    assert problems[1].startswith("the manifest holds kinds numa.kube does not apply: v1 Sevrice (document 5, "
+                                  "volcano-admission-service); ")
+
+
+def test_webhooks_are_applied_last_once_their_server_is_available():
+    api = Cluster(available=("volcano-scheduler", "volcano-admission"))
+    documents = MANIFEST.split("---\n")
+    webhook_first = "---\n".join(documents[-1:] + documents[:-1])  # wherever the manifest puts it
+    result = volcano_stack.run(api, ADMISSION, webhook_first, False, no_wait)
+    applied = api.applied()
+    assert applied[-1] == WEBHOOK and applied.count(WEBHOOK) == 1
+    webhook = api.events.index(("apply", WEBHOOK, False))
+    assert api.events.index(("available", "volcano-admission")) < webhook, "its server was seen Available first"
+    assert api.events.index(("available", "volcano-scheduler")) > webhook, "no need to wait for the others first"
+    assert api.events[0] == ("claim", 6), "every object but the scheduler's ConfigMap claimed before the first apply"
+    assert set(result["wait_seconds"]) == {"Deployment volcano-system/volcano-admission",
+                                           "Deployment volcano-system/volcano-scheduler"}
+
+
+def test_webhooks_are_not_applied_when_their_server_does_not_become_available():
+    api = Cluster(available=("volcano-scheduler",))
+    with pytest.raises(VolcanoError) as caught:
+        volcano_stack.run(api, ADMISSION, MANIFEST, False, no_wait)
+    assert str(caught.value) == (
+        "Deployment volcano-system/volcano-admission did not become available within 0 s (0 of 1 replicas updated, "
+        "0 available, 0 in all): the webhook configurations (%s) were not applied, so nothing fails closed on "
+        "them; see kubectl -n volcano-system describe deployment volcano-admission, and run again once it can "
+        "start" % WEBHOOK)
+    assert WEBHOOK not in api.applied()
+    assert "Deployment volcano-system/volcano-admission" in api.applied()
+
+
+def test_without_wait_admission_webhooks_are_refused_before_anything_is_applied():
+    problems = refusal(dict(ADMISSION, wait=False))
+    assert problems == [
+        "wait is false, but the manifest has admission webhooks (%s): they fail closed, so numa.kube applies them "
+        "only once the Deployment that serves them is Available, which takes waiting; nothing was applied. Set "
+        "wait: true, or admission: false to leave the webhooks out" % WEBHOOK]
+    api = Cluster()
+    volcano_stack.run(api, dict(ADMISSION, wait=False, admission=False), MANIFEST, False, no_wait)
+    assert len(api.applied()) == 4
+
+
+def test_a_dry_run_shows_the_webhooks_last_without_waiting():
+    api = Cluster()
+    api.put({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "volcano-system"}})
+    volcano_stack.run(api, ADMISSION, MANIFEST, True, no_wait)
+    assert api.events[-1] == ("apply", WEBHOOK, True)
+    assert not [e for e in api.events if e[0] == "available"]
+
+
+def test_webhook_servers_are_traced_through_the_service_or_are_every_deployment():
+    objects = volcano_stack.volcano_objects(MANIFEST, ADMISSION)
+    assert [d["metadata"]["name"] for d in volcano_stack.webhook_servers(objects)] == ["volcano-admission"]
+    by_url = copy.deepcopy(objects)
+    by_url[-1]["webhooks"][0]["clientConfig"] = {"url": "https://admission.example/jobs"}
+    assert [d["metadata"]["name"] for d in volcano_stack.webhook_servers(by_url)] == [
+        "volcano-scheduler", "volcano-admission"]
+    unmatched = copy.deepcopy(objects)
+    unmatched[4]["spec"]["selector"] = {"app": "elsewhere"}
+    assert len(volcano_stack.webhook_servers(unmatched)) == 2
+
+
+@pytest.mark.parametrize("source,checksum,problem", [
+    ("http://example.com/volcano.yaml", "sha256:" + "0" * 64,
+     "manifest 'http://example.com/volcano.yaml' is not an https:// URL: a manifest from a URL must come over "
+     "https (plain http, or any other scheme, lets anything on the way change what is applied with cluster-wide "
+     "rights); use its https:// address, or download it, review it and give its path"),
+    ("ftp://example.com/volcano.yaml", None, "manifest 'ftp://example.com/volcano.yaml' is not an https:// URL"),
+    ("https://example.com/volcano.yaml", None,
+     "manifest 'https://example.com/volcano.yaml' is a URL without manifest_checksum: a manifest from a URL must be "
+     "pinned (what is served there can change); set manifest_checksum to 'sha256:' and the sha256sum of the "
+     "manifest you reviewed"),
+    ("/srv/volcano.yaml", "md5:abc",
+     "manifest_checksum must read sha256:<64 hex digits>, got 'md5:abc'; set it to 'sha256:' and the output of "
+     "sha256sum for the manifest"),
+])
+def test_a_manifest_source_that_is_not_pinned_is_refused(source, checksum, problem):
+    with pytest.raises(VolcanoError) as caught:
+        volcano_stack.check_source(source, checksum)
+    assert caught.value.problems[0].startswith(problem)
+
+
+def test_a_pinned_https_url_and_a_path_without_checksum_are_accepted_and_checksums_compared():
+    digest = hashlib.sha256(b"manifest").hexdigest()
+    volcano_stack.check_source("https://example.com/volcano.yaml", "sha256:" + digest.upper())
+    volcano_stack.check_source("/srv/volcano.yaml", None)
+    volcano_stack.check_checksum(b"manifest", "sha256:" + digest.upper(), "/srv/volcano.yaml")
+    volcano_stack.check_checksum(b"anything", None, "/srv/volcano.yaml")
+    with pytest.raises(VolcanoError, match="the manifest m has sha256 %s, not the %s manifest_checksum names: "
+                                           "nothing was applied" % (hashlib.sha256(b"other").hexdigest(), digest)):
+        volcano_stack.check_checksum(b"other", "sha256:" + digest, "m")
+
+
+def deployed(params=None):
+    api = Cluster(available=("volcano-scheduler", "volcano-admission"), nodes=("w1",))
+    api.put({"apiVersion": "nodeinfo.volcano.sh/v1alpha1", "kind": "Numatopology", "metadata": {"name": "w1"}})
+    volcano_stack.run(api, params or ADMISSION, MANIFEST, False, no_wait)
+    api.events = []
+    return api
+
+
+CRD_PATH = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/numatopologies.nodeinfo.volcano.sh"
+NUMATOPOLOGIES = "/apis/nodeinfo.volcano.sh/v1alpha1/numatopologies"
+
+
+def served(api):
+    """The manifest's CRD as the API server serves it."""
+    api.store[CRD_PATH]["spec"].update(names={"plural": "numatopologies", "kind": "Numatopology"},
+                                       versions=[{"name": "v1alpha1", "served": True, "storage": True}])
+
+
+def test_absent_keeps_crds_and_namespaces_unless_asked_and_deletes_webhooks_first():
+    api = deployed()
+    result = volcano_stack.run(api, dict(ADMISSION, state="absent"), MANIFEST, False, no_wait)
+    deleted = [e[1] for e in api.events if e[0] == "delete"]
+    assert deleted[0] == WEBHOOK
+    assert "CustomResourceDefinition numatopologies.nodeinfo.volcano.sh" not in deleted
+    assert "Namespace volcano-system" not in deleted
+    assert {"object": "Namespace volcano-system", "changed": False, "kept": True,
+            "reason": "delete_namespace is false"} in result["objects"]
+    assert {"object": "CustomResourceDefinition numatopologies.nodeinfo.volcano.sh", "changed": False, "kept": True,
+            "reason": "delete_crds is false"} in result["objects"]
+    assert CRD_PATH in api.store
+
+
+def test_a_crd_is_not_deleted_while_custom_resources_of_it_exist():
+    api = deployed()
+    served(api)
+    api.lists[NUMATOPOLOGIES] = [{"metadata": {"name": "node-%d" % i}} for i in range(7)]
+    problems = refusal(dict(ADMISSION, state="absent", delete_crds=True), api=api)
+    assert problems == [
+        "nothing was deleted",
+        "CRD numatopologies.nodeinfo.volcano.sh still has 7 Numatopology objects in the cluster (node-0, node-1, "
+        "node-2, node-3, node-4 and 2 more): deleting it deletes them all. Delete them first (kubectl delete "
+        "numatopologies.nodeinfo.volcano.sh --all -A) and run again, or leave delete_crds off"]
+
+
+def test_a_crd_without_custom_resources_is_deleted_when_asked():
+    api = deployed()
+    served(api)
+    api.lists[NUMATOPOLOGIES] = []
+    volcano_stack.run(api, dict(ADMISSION, state="absent", delete_crds=True), MANIFEST, False, no_wait)
+    assert CRD_PATH not in api.store
+
+
+def test_numatopologies_the_publisher_made_do_not_hold_the_crd_when_the_publisher_goes_too():
+    api = deployed(dict(ADMISSION, publisher_image="r/agent:1"))
+    served(api)
+    ours = {"metadata": {"name": "w1", "labels": OWNED}}
+    api.lists[NUMATOPOLOGIES] = [ours]
+    params = dict(ADMISSION, state="absent", delete_crds=True, publisher_image="r/agent:1")
+    result = volcano_stack.run(api, params, MANIFEST, True, no_wait)
+    done = [(o["object"], o["changed"]) for o in result["objects"]]
+    crd = ("CustomResourceDefinition numatopologies.nodeinfo.volcano.sh", True)
+    assert crd in done and done.index(("Numatopology w1", True)) < done.index(crd), "published ones go first"
+    api.events = []
+    api.lists[NUMATOPOLOGIES] = [ours, {"metadata": {"name": "w2"}}]
+    problems = refusal(params, api=api)
+    assert problems[1].startswith("CRD numatopologies.nodeinfo.volcano.sh still has 1 Numatopology object in the "
+                                  "cluster (w2): ")
+
+
+def test_a_crd_numa_kube_did_not_make_is_neither_checked_nor_deleted():
+    api = deployed()
+    api.put(dict(api.store[CRD_PATH], metadata={"name": "numatopologies.nodeinfo.volcano.sh"}), owned=False)
+    volcano_stack.run(api, dict(ADMISSION, state="absent", delete_crds=True), MANIFEST, False, no_wait)
+    assert CRD_PATH in api.store and api.kept == ["CustomResourceDefinition numatopologies.nodeinfo.volcano.sh"]
+
+
+def namespace_lists(api, **extra):
+    base = "/api/v1/namespaces/volcano-system/"
+    lists = {base + "pods": [], "/apis/apps/v1/namespaces/volcano-system/daemonsets": [],
+             "/apis/apps/v1/namespaces/volcano-system/deployments": [], base + "services": [],
+             base + "configmaps": [], base + "secrets": []}
+    for name, items in extra.items():
+        path = [p for p in lists if p.endswith("/" + name)][0]
+        lists[path] = items
+    api.lists.update(lists)
+
+
+def test_the_namespace_is_not_deleted_while_it_holds_objects_numa_kube_did_not_make():
+    api = deployed()
+    namespace_lists(api, daemonsets=[{"metadata": {"name": "numa-exporter"}}],
+                    configmaps=[{"metadata": {"name": "volcano-scheduler-configmap"}},
+                                {"metadata": {"name": "volcano-scheduler-configmap-2", "labels": OWNED}}],
+                    pods=[{"metadata": {"name": "numa-exporter-x1", "ownerReferences": [
+                        {"kind": "DaemonSet", "name": "numa-exporter"}]}}])
+    problems = refusal(dict(ADMISSION, state="absent", delete_namespace=True), api=api)
+    assert problems == [
+        "nothing was deleted",
+        "Namespace volcano-system holds 4 objects numa.kube did not make from this manifest (Pod numa-exporter-x1, "
+        "DaemonSet numa-exporter, ConfigMap volcano-scheduler-configmap, ConfigMap volcano-scheduler-configmap-2): "
+        "deleting the Namespace deletes them. Move or delete them first and run again, or leave delete_namespace "
+        "off"]
+
+
+def test_the_namespace_holding_only_what_the_manifest_made_is_deleted_when_asked():
+    api = deployed()
+    owned = dict(labels=OWNED)
+    namespace_lists(
+        api, pods=[{"metadata": {"name": "volcano-admission-5d9f-x", "labels": {"pod-template-hash": "5d9f"},
+                                 "ownerReferences": [{"kind": "ReplicaSet", "name": "volcano-admission-5d9f"}]}}],
+        deployments=[{"metadata": dict(owned, name="volcano-admission")}],
+        services=[{"metadata": dict(owned, name="volcano-admission-service")}],
+        configmaps=[{"metadata": {"name": "kube-root-ca.crt"}}],
+        secrets=[{"metadata": {"name": "volcano-admission-secret"}, "type": "Opaque"},
+                 {"metadata": {"name": "token"}, "type": "kubernetes.io/service-account-token"}])
+    volcano_stack.run(api, dict(ADMISSION, state="absent", delete_namespace=True), MANIFEST, False, no_wait)
+    assert "/api/v1/namespaces/volcano-system" not in api.store
+    assert api.events[-1] == ("delete", "Namespace volcano-system", False)
+
+
+def test_a_pod_of_a_deployment_with_a_longer_name_is_not_taken_for_ours():
+    ours = {("Deployment", "volcano-admission")}
+    pod = {"metadata": {"name": "p", "labels": {"pod-template-hash": "5d9f"},
+                        "ownerReferences": [{"kind": "ReplicaSet", "name": "volcano-admission-extra-5d9f"}]}}
+    assert volcano_stack._foreign(dict(pod, kind="Pod"), ours)
+    pod["metadata"]["ownerReferences"][0]["name"] = "volcano-admission-5d9f"
+    assert not volcano_stack._foreign(dict(pod, kind="Pod"), ours)
+
+
+def test_a_namespace_is_read_page_by_page_and_too_many_objects_to_read_hold_it():
+    api = deployed()
+    pods = [{"metadata": {"name": "p%d" % i, "labels": {"pod-template-hash": "h"},
+                          "ownerReferences": [{"kind": "ReplicaSet", "name": "volcano-scheduler-h"}]}} for i in range(1200)]
+    namespace_lists(api, pods=pods[:1000] + [{"metadata": {"name": "stray"}}] + pods[1000:])
+    problems = refusal(dict(ADMISSION, state="absent", delete_namespace=True), api=api)
+    assert problems[1].startswith("Namespace volcano-system holds 1 object numa.kube did not make from this manifest "
+                                  "(Pod stray): ")
+    namespace_lists(api, pods=pods * 9)
+    problems = refusal(dict(ADMISSION, state="absent", delete_namespace=True), api=api)
+    assert problems[1].startswith("Namespace volcano-system holds 0 objects numa.kube did not make from this manifest "
+                                  "(none of those read), and over 10000 objects of one kind, not all read: ")
+
+
+def test_without_a_manifest_the_options_are_still_checked_first():
+    api = Cluster()
+    with pytest.raises(VolcanoError, match="^namespace \\(the option\\) 'Volcano' is not a valid namespace name"):
+        volcano_stack.run(api, dict(ADMISSION, manifest=None, namespace="Volcano", publisher_image="r/agent:1"),
+                          None, False, no_wait)
+    assert api.events == []
