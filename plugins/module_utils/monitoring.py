@@ -422,8 +422,9 @@ def certificate_problems(secret, names, now=None):
         return [(str(exc), "store each value base64-encoded, or use stringData")]
     missing = [key for key in ("ca.crt", "tls.crt", "tls.key") if not data.get(key)]
     if missing:
-        return [("it has no %s" % ", ".join(missing), "give it ca.crt (the CA), tls.crt (the exporter's certificate) "
-                                                      "and tls.key (that certificate's key), as cert-manager writes them")]
+        return [("it has no %s" % ", ".join(missing),
+                 "give it ca.crt (the CA), tls.crt (the exporter's certificate) and tls.key (that certificate's "
+                 "key), as cert-manager writes them")]
     problems = []
     try:
         anchors = _certificates(data["ca.crt"])
@@ -472,12 +473,14 @@ def certificate_problems(secret, names, now=None):
                          "renew it (cert-manager renews a third of the way before the end by default)"))
     for ca in (chain or [])[1:]:
         if _utc(ca, "not_valid_after") <= now:
-            problems.append(("the CA %s of its chain expired on %s" % (_who(ca), _utc(ca, "not_valid_after").isoformat()),
+            ended = _utc(ca, "not_valid_after").isoformat()
+            problems.append(("the CA %s of its chain expired on %s" % (_who(ca), ended),
                              "renew that CA and the certificates it signed"))
     sans = _dns_names(leaf)
     absent = [n for n in names if not any(_names_host(pattern, n) for pattern in sans)]
     if absent:
-        problems.append(("its tls.crt does not name %s (it names %s)" % (", ".join(absent), ", ".join(sans) or "nothing"),
+        problems.append(("its tls.crt does not name %s (it names %s)"
+                         % (", ".join(absent), ", ".join(sans) or "nothing"),
                          "issue it with %s among its DNS subject alternative names" % ", ".join(absent)))
     return problems
 

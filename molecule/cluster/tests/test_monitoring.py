@@ -6,7 +6,9 @@ nodes, proven with the real prometheus-operator and a real Prometheus.
 prometheus-operator (v0.88.0, built from its Go module; a process on the host, control_plane.py)
 turns the module's ServiceMonitor and PrometheusRule into the configuration of the test bed's
 Prometheus (Debian's 2.53.3 in a pod the operator runs, resources/kube/prometheus.yaml.j2), which
-scrapes each node's exporter over TLS across the guests' LAN. Prometheus' HTTP API is read from
+scrapes each node's exporter over TLS across the guests' LAN, with its service account's token
+(the exporter asks the API server whose token it is and whether it may get /metrics: the test bed's
+Prometheus ClusterRole has that grant, as kube-prometheus's has). Prometheus' HTTP API is read from
 numa-kubelet, which routes to every pod.
 """
 
@@ -15,9 +17,13 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import base64
+import datetime
 import gzip
+import hashlib
 import json
 import os
+import shlex
+import ssl
 import sys
 import time
 import urllib.parse
@@ -25,6 +31,10 @@ import urllib.parse
 import kubernetes
 import pytest
 import yaml
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "resources"))
 from testlib import cpu_list, guest_get, run_module, wait  # noqa: E402 pylint: disable=wrong-import-position
@@ -37,6 +47,9 @@ DASHBOARD = os.path.join(ROOT, "roles", "numa_monitoring", "files", "numa-dashbo
 NAMESPACE = "volcano-system"
 JOB = "serviceMonitor/%s/numa-exporter/0" % NAMESPACE
 NODES = {"numa-kubelet": "192.168.77.11", "numa-uneven": "192.168.77.12"}
+SECRET = "numa-exporter-tls"
+SERVICE = "numa-exporter.%s.svc" % NAMESPACE
+TOKEN_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/token"
 # what converge.yml passes the cluster phase, besides the defaults
 MODULE_ARGS = {"kubeconfig": KUBECONFIG, "image": "numa.kube/node-agent:test", "image_pull_policy": "Never",
                "service_monitor_labels": {"release": "numa-test"}, "rule_labels": {"release": "numa-test"}}
@@ -91,6 +104,8 @@ def test_the_service_monitor_becomes_a_tls_scrape_job(api):
     assert job["tls_config"]["server_name"] == "numa-exporter.%s.svc" % NAMESPACE
     assert job["tls_config"]["ca_file"].startswith("/etc/prometheus/certs/"), job["tls_config"]
     assert "insecure_skip_verify" not in job["tls_config"] or not job["tls_config"]["insecure_skip_verify"]
+    # Prometheus sends its own service account's token, which the exporter has the API server review
+    assert job["bearer_token_file"] == TOKEN_FILE, sorted(job)
 
 
 def test_prometheus_scrapes_every_nodes_exporter_over_tls(prometheus):
@@ -106,6 +121,127 @@ def test_prometheus_scrapes_every_nodes_exporter_over_tls(prometheus):
                                 target["lastError"]))
     assert sorted((t["labels"]["node"], t["scrapeUrl"], t["health"]) for t in targets) == sorted(
         (node, "https://%s:9201/metrics" % address, "up") for node, address in NODES.items())
+
+
+def guest_request(host, url, token=None, timeout=20):
+    """(status, WWW-Authenticate header, body) of a GET made inside the guest, with ``token`` as a
+    bearer token when given (the exporter's certificate is not checked here: its chain is the
+    ServiceMonitor's business, tested above)."""
+    script = ("import json, ssl, sys, urllib.error, urllib.request\n"
+              "headers = {'Authorization': 'Bearer ' + sys.argv[2]} if len(sys.argv) > 2 else {}\n"
+              "try:\n"
+              "    answer = urllib.request.urlopen(urllib.request.Request(sys.argv[1], headers=headers), "
+              "timeout=%d, context=ssl._create_unverified_context())\n"
+              "except urllib.error.HTTPError as error:\n"
+              "    answer = error\n"
+              "print(json.dumps([answer.getcode(), answer.headers.get('WWW-Authenticate'), "
+              "answer.read().decode()]))\n" % timeout)
+    args = [url] + ([token] if token else [])
+    command = "python3 -c %s %s" % (shlex.quote(script), " ".join(shlex.quote(arg) for arg in args))
+    return tuple(json.loads(host.check_output(command)))
+
+
+def service_account_token(api, name):
+    """A short-lived token of a service account made for the test in the default namespace."""
+    api.create_namespaced_service_account("default", {"metadata": {"name": name}})
+    answer = api.create_namespaced_service_account_token(name, "default", {"spec": {"expirationSeconds": 600}})
+    return answer.status.token
+
+
+def may_get_metrics(user):
+    """Whether the API server's authorizer lets ``user`` get /metrics now (the admin asks)."""
+    review = kubernetes.client.AuthorizationV1Api().create_subject_access_review({
+        "apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
+        "spec": {"user": user, "groups": ["system:serviceaccounts", "system:serviceaccounts:default",
+                                          "system:authenticated"],
+                 "nonResourceAttributes": {"path": "/metrics", "verb": "get"}}})
+    return review.status.allowed
+
+
+def test_an_anonymous_scrape_gets_401_and_healthz_stays_open(host, api):
+    """From a guest on the node network, as anyone there could: no token, or one that is not a
+    service account's, gets 401 and no metrics; kubelet's probe path answers without one and names
+    the Secret's certificate."""
+    secret = api.read_namespaced_secret(SECRET, NAMESPACE)
+    served = x509.load_pem_x509_certificate(base64.b64decode(secret.data["tls.crt"])).fingerprint(hashes.SHA256()).hex()
+    for node, address in sorted(NODES.items()):
+        status, challenge, body = guest_request(host, "https://%s:9201/metrics" % address)
+        print("%s anonymous: %s %s %s" % (node, status, challenge, body.strip()))
+        assert (status, challenge) == (401, 'Bearer realm="numa-exporter"'), (node, body)
+        assert "numa_node" not in body
+        status, _challenge, body = guest_request(host, "https://%s:9201/metrics" % address, token="not-a-token")
+        assert (status, body) == (401, "numa-exporter: unauthorized: the token is not valid\n"), node
+        status, _challenge, body = guest_request(host, "https://%s:9201/healthz" % address)
+        assert (status, body) == (200, "ok\ncertificate-sha256: %s\n" % served), node
+    # and through the API server's pod proxy, which passes on no credentials: what the module checks
+    pod = api.list_namespaced_pod(NAMESPACE, label_selector="app=numa-exporter").items[0]
+    with pytest.raises(kubernetes.client.ApiException) as caught:
+        api.connect_get_namespaced_pod_proxy_with_path("https:%s:9201" % pod.metadata.name, NAMESPACE, "metrics")
+    assert caught.value.status == 401, caught.value
+
+
+def test_a_token_without_the_metrics_grant_gets_403_and_one_with_it_the_metrics(host, api):
+    rbac = kubernetes.client.RbacAuthorizationV1Api()
+    names = {"denied": "numa-test-unprivileged", "allowed": "numa-test-scraper"}
+    try:
+        denied = service_account_token(api, names["denied"])
+        allowed = service_account_token(api, names["allowed"])
+        rbac.create_cluster_role({"metadata": {"name": "numa-test-metrics-reader"},
+                                  "rules": [{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}]})
+        rbac.create_cluster_role_binding({
+            "metadata": {"name": "numa-test-metrics-reader"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                        "name": "numa-test-metrics-reader"},
+            "subjects": [{"kind": "ServiceAccount", "name": names["allowed"], "namespace": "default"}]})
+        # test bed readiness: the API server's RBAC cache has the new binding
+        wait("the grant in force", lambda: may_get_metrics("system:serviceaccount:default:%s" % names["allowed"]),
+             timeout=60, interval=2)
+        assert not may_get_metrics("system:serviceaccount:default:%s" % names["denied"])
+        for node, address in sorted(NODES.items()):
+            status, _challenge, body = guest_request(host, "https://%s:9201/metrics" % address, token=denied)
+            print("%s without the grant: %s %s" % (node, status, body.strip()))
+            assert status == 403, (node, body)
+            assert "system:serviceaccount:default:%s may not get /metrics" % names["denied"] in body
+            assert "numa_node" not in body
+            status, _challenge, body = guest_request(host, "https://%s:9201/metrics" % address, token=allowed)
+            assert status == 200 and "numa_node_cpus_count{" in body, (node, status, body[:300])
+    finally:
+        for delete, name in ((rbac.delete_cluster_role_binding, "numa-test-metrics-reader"),
+                             (rbac.delete_cluster_role, "numa-test-metrics-reader")):
+            try:
+                delete(name)
+            except kubernetes.client.ApiException:
+                pass
+        for name in names.values():
+            try:
+                api.delete_namespaced_service_account(name, "default")
+            except kubernetes.client.ApiException:
+                pass
+
+
+def test_the_exporter_may_list_pods_and_review_tokens_only(api):
+    """Its ClusterRole as the module made it, and the API server's own word on what it may do."""
+    role = kubernetes.client.RbacAuthorizationV1Api().read_cluster_role("numa.kube:numa-exporter")
+    assert sorted((tuple(r.api_groups), tuple(r.resources), tuple(r.verbs)) for r in role.rules) == [
+        (("",), ("pods",), ("list",)), (("authentication.k8s.io",), ("tokenreviews",), ("create",)),
+        (("authorization.k8s.io",), ("subjectaccessreviews",), ("create",))]
+    user = "system:serviceaccount:%s:numa-exporter" % NAMESPACE
+
+    def may(verb, resource, group=""):
+        review = kubernetes.client.AuthorizationV1Api().create_subject_access_review({
+            "apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
+            "spec": {"user": user, "groups": ["system:serviceaccounts", "system:serviceaccounts:%s" % NAMESPACE,
+                                              "system:authenticated"],
+                     "resourceAttributes": {"verb": verb, "resource": resource, "group": group,
+                                            "namespace": "default"}}})
+        return review.status.allowed
+
+    assert may("list", "pods") and not may("get", "pods") and not may("watch", "pods")
+    assert may("create", "tokenreviews", "authentication.k8s.io")
+    assert not may("get", "secrets") and not may("list", "nodes")
+    daemonset = kubernetes.client.AppsV1Api().read_namespaced_daemon_set("numa-exporter", NAMESPACE)
+    host_paths = sorted(v.host_path.path for v in daemonset.spec.template.spec.volumes if v.host_path)
+    assert host_paths == ["/sys/bus/pci/devices", "/sys/devices", "/sys/fs/cgroup", "/var/lib/kubelet/pod-resources"]
 
 
 def test_the_guides_query_answers(prometheus):
@@ -185,6 +321,75 @@ def test_every_dashboard_panel_returns_data(prometheus):
             if not instant(prometheus, expr):
                 empty.append((panel["title"], expr))
     assert not empty, empty
+
+
+def due_certificates(days_left=10):
+    """A CA and a certificate for the Service ending in ``days_left`` days: what the module renews."""
+    now = datetime.datetime.now(datetime.timezone.utc)
+    start, end = now - datetime.timedelta(days=800), now + datetime.timedelta(days=days_left)
+    ca_key, key = ec.generate_private_key(ec.SECP256R1()), ec.generate_private_key(ec.SECP256R1())
+    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "numa-test old CA")])
+    ca = (x509.CertificateBuilder().subject_name(ca_name).issuer_name(ca_name).public_key(ca_key.public_key())
+          .serial_number(x509.random_serial_number()).not_valid_before(start).not_valid_after(end)
+          .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True).sign(ca_key, hashes.SHA256()))
+    leaf = (x509.CertificateBuilder().subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, SERVICE)]))
+            .issuer_name(ca_name).public_key(key.public_key()).serial_number(x509.random_serial_number())
+            .not_valid_before(start).not_valid_after(end)
+            .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+            .add_extension(x509.SubjectAlternativeName([x509.DNSName(SERVICE)]), critical=False)
+            .sign(ca_key, hashes.SHA256()))
+    pem = {"ca.crt": ca.public_bytes(serialization.Encoding.PEM),
+           "tls.crt": leaf.public_bytes(serialization.Encoding.PEM),
+           "tls.key": key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                        serialization.NoEncryption())}
+    return dict((name, base64.b64encode(value).decode()) for name, value in pem.items())
+
+
+def bundle_names(api):
+    """The subjects of the CAs in the Secret's ca.crt, in order, and its annotations."""
+    secret = api.read_namespaced_secret(SECRET, NAMESPACE)
+    text = base64.b64decode(secret.data["ca.crt"]).decode()
+    blocks = [b + "-----END CERTIFICATE-----\n" for b in text.split("-----END CERTIFICATE-----") if "BEGIN" in b]
+    names = [x509.load_pem_x509_certificate(b.strip().encode()).subject.rfc4514_string() for b in blocks]
+    return names, secret.metadata.annotations or {}
+
+
+def test_a_ca_rotation_keeps_the_old_ca_until_every_exporter_serves_the_new_certificate(host, api, prometheus):
+    """A certificate within 30 days of its end (put in place here, as time would) is renewed with a
+    new CA; the old CA stays in ca.crt while the run waits for every exporter to serve the new
+    certificate (kubelet updates their Secret volume, the exporters read the files again); the next
+    run takes the old CA out; Prometheus scrapes every exporter with the bundle that is left."""
+    dashboard = json.load(open(DASHBOARD))
+    api.patch_namespaced_secret(SECRET, NAMESPACE, {"data": due_certificates()})
+    renewed = run_module("numa.kube.numa_monitoring", dict(MODULE_ARGS, dashboard=dashboard))
+    assert not renewed.get("failed"), renewed.get("msg", renewed)
+    print("renewal: %s" % renewed["tls"])
+    assert renewed["tls"].startswith("Secret %s/%s renewed (its tls.crt ends on " % (NAMESPACE, SECRET))
+    assert renewed["tls"].endswith("its old CA stays in ca.crt until every exporter serves the new certificate")
+    assert renewed["nodes"] == dict((node, "serving") for node in NODES), "each serves the new certificate"
+    names, annotations = bundle_names(api)
+    assert len(names) == 2 and names[1] == "CN=numa-test old CA", names
+    assert names[0].startswith("CN=numa.kube numa-exporter CA"), names
+    assert "numa.kube/ca-rotation-started" in annotations
+    secret = api.read_namespaced_secret(SECRET, NAMESPACE)
+    current = hashlib.sha256(ssl.PEM_cert_to_DER_cert(base64.b64decode(secret.data["tls.crt"]).decode())).hexdigest()
+    for node, address in sorted(NODES.items()):
+        assert guest_request(host, "https://%s:9201/healthz" % address)[2].endswith(current + "\n"), node
+
+    trimmed = run_module("numa.kube.numa_monitoring", dict(MODULE_ARGS, dashboard=dashboard))
+    assert not trimmed.get("failed"), trimmed.get("msg", trimmed)
+    print("next run: %s" % trimmed["tls"])
+    assert trimmed["tls"].endswith("; the old CA left ca.crt (every exporter serves the new certificate)")
+    assert [o["object"] for o in trimmed["objects"] if o["changed"]] == ["Secret %s/%s" % (NAMESPACE, SECRET)]
+    names, annotations = bundle_names(api)
+    assert len(names) == 1 and names[0].startswith("CN=numa.kube numa-exporter CA")
+    assert "numa.kube/ca-rotation-started" not in annotations
+
+    since = time.time()
+    # test bed readiness: the operator copies the new ca.crt for Prometheus and kubelet updates its volume
+    wait("a good scrape of every exporter after the rotation", lambda: len(prometheus(
+        "/api/v1/query", query='timestamp(up{job="numa-exporter"} == 1) > %f' % since)["result"]) == len(NODES),
+        timeout=300, interval=5)
 
 
 def test_a_second_run_changes_nothing_and_check_mode_previews():
