@@ -188,6 +188,14 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+kept:
+  description:
+    - Objects of the stack's names that numa.kube did not make (no C(app.kubernetes.io/managed-by=numa.kube)
+      label), left alone by O(state=absent), each with its manager.
+  returned: always
+  type: list
+  elements: str
+  sample: ["DaemonSet kube-system/kube-proxy (field managers kubeadm)"]
 objects:
   description:
     - Each object and whether it changed, in the order the run went through them.
@@ -214,17 +222,13 @@ wait_seconds:
   sample: {"Deployment volcano-system/volcano-scheduler": 21.5}
 """
 
-import traceback
-
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 from ansible.module_utils.urls import open_url
 
 from ansible_collections.numa.kube.plugins.module_utils.kube_api import (
     AUTH_ARGUMENT_SPEC,
-    HAS_KUBERNETES,
-    KubeApi,
     KubeApiError,
-    wait_for,
+    connect,
 )
 from ansible_collections.numa.kube.plugins.module_utils.volcano_conf import HAS_YAML, VolcanoError
 from ansible_collections.numa.kube.plugins.module_utils.volcano_stack import (
@@ -283,18 +287,18 @@ def main():
     argument_spec.update(AUTH_ARGUMENT_SPEC)
     module = AnsibleModule(argument_spec=argument_spec, supports_check_mode=True,
                            required_one_of=[("manifest", "publisher_image")])
-    if not HAS_KUBERNETES:
-        module.fail_json(msg=missing_required_lib("kubernetes"), exception=traceback.format_exc())
+    api = connect(module)
     if not HAS_YAML:
         module.fail_json(msg=missing_required_lib("PyYAML"))
     text = read_manifest(module)
     try:
-        result = run(KubeApi(module.params), module.params, text, module.check_mode, wait_for)
+        result = run(api, module.params, text, module.check_mode, api.wait_for)
     except (VolcanoError, KubeApiError) as exc:
         module.fail_json(msg=str(exc))
     diff = result.pop("diff")
     if module._diff:
         result["diff"] = diff
+    result["kept"] = api.kept
     module.exit_json(**result)
 
 
