@@ -47,7 +47,8 @@ def _cert(subject, key, issuer, issuer_key, ca=False, dns=(), ips=()):
                .public_key(key.public_key()).serial_number(x509.random_serial_number())
                .not_valid_before(now - datetime.timedelta(hours=1)).not_valid_after(now + datetime.timedelta(days=1))
                .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True)
-               .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(issuer_key.public_key()), critical=False))
+               .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(issuer_key.public_key()),
+                              critical=False))
     if ca:
         builder = (builder.add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
                    .add_extension(x509.KeyUsage(digital_signature=True, key_encipherment=True, key_cert_sign=True,
@@ -216,7 +217,8 @@ def test_the_modes_defaults(monkeypatch):
 
 def test_a_mode_that_cannot_work_is_refused_with_the_way_out(monkeypatch):
     monkeypatch.delenv("NODE_NAME", raising=False)
-    with pytest.raises(ValueError, match="node-cert checks the node's name .* give --node-name .* --kubelet-server-name"):
+    with pytest.raises(ValueError, match="node-cert checks the node's name .* give --node-name .* "
+                                         "--kubelet-server-name"):
         kube.kubelet_client("https://10.0.0.1:10250")
     with pytest.raises(ValueError, match="mode 'verify' is unknown: it must be one of node-cert, cluster-ca, insecure"):
         kube.kubelet_client("https://10.0.0.1:10250", tls="verify")

@@ -190,7 +190,8 @@ def test_a_publisher_may_write_only_the_numatopology_of_its_tokens_node():
     kinds = [obj["kind"] for obj in objects]
     assert kinds.index("ValidatingAdmissionPolicyBinding") < kinds.index("DaemonSet") == len(kinds) - 1, \
         "the policy binds before any publisher runs; the DaemonSet stays last (run() waits on it)"
-    policy, binding = _by_kind(objects)["ValidatingAdmissionPolicy"], _by_kind(objects)["ValidatingAdmissionPolicyBinding"]
+    by_kind = _by_kind(objects)
+    policy, binding = by_kind["ValidatingAdmissionPolicy"], by_kind["ValidatingAdmissionPolicyBinding"]
     assert policy["apiVersion"] == binding["apiVersion"] == "admissionregistration.k8s.io/v1"
     assert policy["metadata"]["name"] == binding["metadata"]["name"] == "numa-kube.publisher-own-node"
     assert policy["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "numa.kube"
@@ -205,8 +206,8 @@ def test_a_publisher_may_write_only_the_numatopology_of_its_tokens_node():
     assert "'authentication.kubernetes.io/node-name' in request.userInfo.extra" in variables["claimed"]
     assert variables["target"] == "request.operation == 'DELETE' ? oldObject.metadata.name : object.metadata.name"
     (rule,) = spec["validations"]
-    assert rule["expression"] == ("variables.claimed && "
-                                  "request.userInfo.extra['authentication.kubernetes.io/node-name'] == [variables.target]")
+    assert rule["expression"] == ("variables.claimed && request.userInfo.extra"
+                                  "['authentication.kubernetes.io/node-name'] == [variables.target]")
     assert rule["reason"] == "Forbidden", "a 403, not the 422 the API server answers without a reason"
     assert "(policy numa-kube.publisher-own-node)" in rule["message"]
     assert "(policy numa-kube.publisher-own-node)" in rule["messageExpression"]
