@@ -76,8 +76,8 @@ class TokenReviewer(object):
             status, reason = self._review(token)
         except ApiError as exc:
             LOG.warning("could not review a scraper's token: %s", exc)
-            return 503, "the API server did not review the token (%s)" % ("HTTP %d" % exc.status if exc.status
-                                                                         else "no answer")
+            answered = "HTTP %d" % exc.status if exc.status else "no answer"
+            return 503, "the API server did not review the token (%s)" % answered
         finally:
             self.slots.release()
         self._keep(key, status, reason)

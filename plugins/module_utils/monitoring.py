@@ -431,8 +431,8 @@ def certificate_problems(secret, names, now=None):
     except ValueError as exc:
         anchors, problems = [], [("its ca.crt does not parse (%s)" % exc, "put the CA's certificate in ca.crt, PEM")]
     if not anchors and not problems:
-        problems.append(("its ca.crt holds no PEM certificate", "put the PEM certificate of the CA that signed "
-                                                                 "tls.crt in ca.crt"))
+        problems.append(("its ca.crt holds no PEM certificate",
+                         "put the PEM certificate of the CA that signed tls.crt in ca.crt"))
     try:
         served = _certificates(data["tls.crt"])
     except ValueError as exc:
@@ -490,8 +490,8 @@ def _served_names(params):
 
 
 def _secret_path(params):
-    return "/api/v1/namespaces/%s/secrets/%s" % (check_namespace(params["namespace"]),
-                                                  check_name(tls_secret_name(params), "tls_secret"))
+    namespace = check_namespace(params["namespace"])
+    return "/api/v1/namespaces/%s/secrets/%s" % (namespace, check_name(tls_secret_name(params), "tls_secret"))
 
 
 def _leaf_fingerprint(data):

@@ -115,7 +115,11 @@ def test_an_api_server_that_fails_gets_503_and_nothing_is_kept():
     api.failing = False
     assert check("Bearer prom")[0] == 200, "a failure is not remembered as a refusal"
     api = FakeApi()
-    api.request = lambda *args: (_ for _ in ()).throw(ApiError(500, "etcd timed out"))
+
+    def failing(*args):
+        raise ApiError(500, "etcd timed out")
+
+    api.request = failing
     assert authn.TokenReviewer(api)("Bearer prom") == (503, "the API server did not review the token (HTTP 500)")
 
 
