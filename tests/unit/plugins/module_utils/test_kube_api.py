@@ -140,7 +140,7 @@ def test_text_answers_stay_text_and_missing_objects_are_none(http_api):
 
 BUSY = (429, '{"kind": "Status", "message": "too many requests, please try again later"}', {"Retry-After": "1"})
 NODE = (200, '{"kind": "Node", "metadata": {"name": "w1", "resourceVersion": "7", '
-              '"labels": {"app.kubernetes.io/managed-by": "numa.kube"}}}')
+        '"labels": {"app.kubernetes.io/managed-by": "numa.kube"}}}')
 
 
 def test_a_busy_server_is_asked_again_after_its_retry_after_for_every_verb(http_api):
