@@ -707,8 +707,8 @@ def run(api, params, check_mode, wait_for):
     if check_mode or not params["wait"]:
         return result
 
-    ds_path = "/apis/apps/v1/namespaces/%s/daemonsets/%s" % (check_namespace(params["namespace"]),
-                                                               check_name(params["name"], "name"))
+    namespace, name = check_namespace(params["namespace"]), check_name(params["name"], "name")
+    ds_path = "/apis/apps/v1/namespaces/%s/daemonsets/%s" % (namespace, name)
     done, text, waited = wait_for(lambda: daemonset_ready(api.get(ds_path), len(names)), params["wait_timeout"])
     if not done:
         raise MonitoringError(["the DaemonSet %s/%s did not roll out within %d s: %s"
