@@ -24,6 +24,7 @@ import re
 
 from ansible_collections.numa.kube.plugins.module_utils.kube_api import (
     KubeApiError,
+    check_labels,
     check_name,
     check_namespace,
     comparable,
@@ -31,7 +32,7 @@ from ansible_collections.numa.kube.plugins.module_utils.kube_api import (
     label_selector,
 )
 from ansible_collections.numa.kube.plugins.module_utils.kube_wait import daemonset_ready
-from ansible_collections.numa.kube.plugins.module_utils.resource_plugin import DEFAULT_TOLERATIONS
+from ansible_collections.numa.kube.plugins.module_utils.resource_plugin import DEFAULT_TOLERATIONS, check_image
 
 try:
     from cryptography import x509
@@ -639,7 +640,40 @@ def exporter_states(api, params, names, fingerprint=None):
     return state
 
 
+_DURATION = re.compile(r"^(\d+(ms|s|m|h|d|w|y))+$")
+
+
+def check_params(params):
+    """Every option that becomes an object, a URL, a selector or a Prometheus setting, checked
+    before any request; MonitoringError listing each problem."""
+    problems = []
+    checks = [lambda: check_name(params["name"], "name"), lambda: check_namespace(params["namespace"])]
+    if params.get("dashboard_namespace"):
+        checks.append(lambda: check_namespace(params["dashboard_namespace"], "dashboard_namespace"))
+    if params.get("tls_secret"):
+        checks.append(lambda: check_name(params["tls_secret"], "tls_secret"))
+    for option in ("node_selector", "labels", "service_monitor_labels", "rule_labels", "dashboard_labels"):
+        checks.append(lambda option=option: check_labels(params.get(option) or {}, option))
+    if params["state"] == "present":
+        checks.append(lambda: check_image(params.get("image")))
+    for check in checks:
+        try:
+            check()
+        except KubeApiError as exc:
+            problems.append(str(exc))
+    if not _DURATION.match(str(params.get("interval") or "")):
+        problems.append("interval must be a Prometheus duration such as 30s or 1m30s, got %r" % params.get("interval"))
+    if not 1 <= params["port"] <= 65535:
+        problems.append("port must be a TCP port (1-65535), got %s" % params["port"])
+    for option in ("memory_threshold", "miss_ratio_threshold"):
+        if not 0 < params[option] < 1:
+            problems.append("%s must be a fraction between 0 and 1 (e.g. 0.9), got %s" % (option, params[option]))
+    if problems:
+        raise MonitoringError(problems)
+
+
 def run(api, params, check_mode, wait_for):
+    check_params(params)
     result = {"changed": False, "objects": [], "diff": [], "nodes": {}}
 
     def record(obj_name, changed, before, after):
@@ -675,6 +709,10 @@ def run(api, params, check_mode, wait_for):
                                % (params.get("node_selector") or {})])
     if params.get("tls_secret"):  # the user's: refused before anything is applied, never changed
         user_note, fingerprint = user_secret(api, params)
+    # nothing of the stack's names that numa.kube did not make is taken over (unless adopt)
+    api.claim(([] if params.get("tls_secret") else
+               [{"apiVersion": "v1", "kind": "Secret", "metadata": _meta(params, name=tls_secret_name(params))}])
+              + objects(params, operator))
 
     # the namespaces the stack lives in, made when missing; a preview cannot ask the API server
     # to dry-run objects into a namespace that does not exist yet, so it shows them as they are

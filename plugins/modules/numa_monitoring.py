@@ -224,6 +224,14 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+kept:
+  description:
+    - Objects of the stack's names that numa.kube did not make (no C(app.kubernetes.io/managed-by=numa.kube)
+      label), left alone by O(state=absent), each with its manager.
+  returned: always
+  type: list
+  elements: str
+  sample: ["DaemonSet kube-system/kube-proxy (field managers kubeadm)"]
 objects:
   description: Each object of the stack and whether it changed.
   returned: always
@@ -251,16 +259,13 @@ rollout_seconds:
   sample: 12.5
 """
 
-import traceback
 
-from ansible.module_utils.basic import AnsibleModule, missing_required_lib
+from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.numa.kube.plugins.module_utils.kube_api import (
     AUTH_ARGUMENT_SPEC,
-    HAS_KUBERNETES,
-    KubeApi,
     KubeApiError,
-    wait_for,
+    connect,
 )
 from ansible_collections.numa.kube.plugins.module_utils.monitoring import MonitoringError, run
 
@@ -297,14 +302,8 @@ def main():
     argument_spec.update(AUTH_ARGUMENT_SPEC)
     module = AnsibleModule(argument_spec=argument_spec, supports_check_mode=True,
                            required_if=[("state", "present", ["image"])])
-    if not HAS_KUBERNETES:
-        module.fail_json(msg=missing_required_lib("kubernetes"), exception=traceback.format_exc())
+    api = connect(module)
     params = module.params
-    for option in ("memory_threshold", "miss_ratio_threshold"):
-        if not 0 < params[option] < 1:
-            module.fail_json(msg="%s must be a fraction between 0 and 1 (e.g. 0.9), got %s" % (option, params[option]))
-    if not 0 < params["port"] < 65536:
-        module.fail_json(msg="port must be a TCP port (1-65535), got %d" % params["port"])
     try:
         result = run(api, params, module.check_mode, api.wait_for)
     except MonitoringError as exc:
@@ -314,6 +313,7 @@ def main():
     diff = result.pop("diff")
     if module._diff:
         result["diff"] = diff
+    result["kept"] = api.kept
     module.exit_json(**result)
 
 

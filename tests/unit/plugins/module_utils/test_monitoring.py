@@ -620,3 +620,28 @@ def test_the_healthz_fingerprint_is_the_modules():
     pem = monitoring.make_certificates([SERVICE])
     assert metrics_server.fingerprint(pem["tls.crt"]) == monitoring._leaf_fingerprint(pem)
     assert monitoring._leaf_fingerprint(pem) == leaf_sha256(pem["tls.crt"])
+
+
+@pytest.mark.parametrize("change,words", [
+    ({"interval": "30 seconds"}, "interval must be a Prometheus duration such as 30s or 1m30s, got '30 seconds'"),
+    ({"port": 70000}, "port must be a TCP port"),
+    ({"memory_threshold": 1.5}, "memory_threshold must be a fraction between 0 and 1"),
+    ({"image": ""}, "image '' is not an image reference"),
+    ({"name": "numa/../../secrets"}, "name 'numa/../../secrets' is not a valid Kubernetes object name"),
+    ({"dashboard_namespace": "Grafana"}, "dashboard_namespace 'Grafana' is not a valid namespace name"),
+    ({"node_selector": {"numa": "true,zone!=x"}}, "node_selector: value 'true,zone!=x'"),
+    ({"service_monitor_labels": {"release": "kube prometheus"}}, "service_monitor_labels: value"),
+])
+def test_options_are_refused_before_any_request(change, words):
+    api = StackApi([node("w1")])
+    with pytest.raises(monitoring.MonitoringError, match=words):
+        monitoring.run(api, dict(PARAMS, **change), False, no_wait)
+    assert api.calls == [], "nothing was asked of the API server"
+
+
+def test_every_object_of_the_stack_is_claimed_before_the_first_write():
+    api = StackApi([node("w1")])
+    monitoring.run(api, dict(PARAMS, wait=False), False, no_wait)
+    kinds = [call for call in api.calls if call[0] in ("claim", "apply")]
+    assert kinds[0][0] == "claim", kinds
+    assert kinds[0][1][0] == "Secret" and "DaemonSet" in kinds[0][1] and "ServiceMonitor" in kinds[0][1]
