@@ -54,9 +54,11 @@ options:
       - Whether the module may take over an object of the same name that it did not make (one
         without the label C(app.kubernetes.io/managed-by=numa.kube)). By default such an object
         stops the task before anything is changed, naming it and its current manager, and
-        O(state=absent) leaves it alone (listed in RV(kept)).
+        O(state=absent) leaves it alone (listed in the result C(kept)).
       - Set it only after checking that the existing object is a copy of this stack nobody else
         runs (for example one deployed by hand before numa.kube).
+      - M(numa.kube.volcano_numa_aware) makes no object (it edits Volcano's own configuration, which is
+        its purpose) and ignores this option.
     type: bool
     default: false
 notes:

@@ -180,6 +180,35 @@ def label_selector(mapping, what="selector"):
     return ",".join("%s=%s" % item for item in sorted(check_labels(mapping or {}, what).items()))
 
 
+_IMAGE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/:@-]*$")
+
+
+def check_image(image, option="image"):
+    """An image reference in a form the container runtime can parse (no spaces, no scheme)."""
+    if not isinstance(image, str) or not _IMAGE.match(image) or "://" in image:
+        raise KubeApiError("%s %r is not an image reference: give registry/repository:tag or @sha256:digest, "
+                           "without a scheme or spaces (e.g. registry.example/numa-kube/node-agent:0.1.0)"
+                           % (option, image))
+    return image
+
+
+def option_problems(params, label_options=(), more=()):
+    """What is wrong with the options every stack module shares (``name``, ``namespace``, the label
+    mappings named in ``label_options``, ``image`` when ``state`` is present) and with the ``more``
+    checks (callables raising KubeApiError): every message, so that all are fixed in one go."""
+    checks = [lambda: check_name(params["name"], "name"), lambda: check_namespace(params["namespace"])]
+    checks.extend(lambda option=option: check_labels(params.get(option) or {}, option) for option in label_options)
+    if params.get("state") == "present":
+        checks.append(lambda: check_image(params.get("image")))
+    problems = []
+    for check in checks + list(more):
+        try:
+            check()
+        except KubeApiError as exc:
+            problems.append(str(exc))
+    return problems
+
+
 def object_path(api_version, kind, name=None, namespace=None):
     try:
         plural, namespaced = KINDS[(api_version, kind)]

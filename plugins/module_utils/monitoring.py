@@ -24,15 +24,15 @@ import re
 
 from ansible_collections.numa.kube.plugins.module_utils.kube_api import (
     KubeApiError,
-    check_labels,
     check_name,
     check_namespace,
     comparable,
     describe,
     label_selector,
+    option_problems,
 )
 from ansible_collections.numa.kube.plugins.module_utils.kube_wait import daemonset_ready
-from ansible_collections.numa.kube.plugins.module_utils.resource_plugin import DEFAULT_TOLERATIONS, check_image
+from ansible_collections.numa.kube.plugins.module_utils.resource_plugin import DEFAULT_TOLERATIONS
 
 try:
     from cryptography import x509
@@ -646,21 +646,13 @@ _DURATION = re.compile(r"^(\d+(ms|s|m|h|d|w|y))+$")
 def check_params(params):
     """Every option that becomes an object, a URL, a selector or a Prometheus setting, checked
     before any request; MonitoringError listing each problem."""
-    problems = []
-    checks = [lambda: check_name(params["name"], "name"), lambda: check_namespace(params["namespace"])]
+    more = []
     if params.get("dashboard_namespace"):
-        checks.append(lambda: check_namespace(params["dashboard_namespace"], "dashboard_namespace"))
+        more.append(lambda: check_namespace(params["dashboard_namespace"], "dashboard_namespace"))
     if params.get("tls_secret"):
-        checks.append(lambda: check_name(params["tls_secret"], "tls_secret"))
-    for option in ("node_selector", "labels", "service_monitor_labels", "rule_labels", "dashboard_labels"):
-        checks.append(lambda option=option: check_labels(params.get(option) or {}, option))
-    if params["state"] == "present":
-        checks.append(lambda: check_image(params.get("image")))
-    for check in checks:
-        try:
-            check()
-        except KubeApiError as exc:
-            problems.append(str(exc))
+        more.append(lambda: check_name(params["tls_secret"], "tls_secret"))
+    problems = option_problems(params, ("node_selector", "labels", "service_monitor_labels", "rule_labels",
+                                        "dashboard_labels"), more)
     if not _DURATION.match(str(params.get("interval") or "")):
         problems.append("interval must be a Prometheus duration such as 30s or 1m30s, got %r" % params.get("interval"))
     if not 1 <= params["port"] <= 65535:

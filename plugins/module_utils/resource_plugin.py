@@ -14,14 +14,10 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import re
-
 from ansible_collections.numa.kube.plugins.module_utils.kube_api import (
-    KubeApiError,
-    check_labels,
-    check_name,
     check_namespace,
     label_selector,
+    option_problems,
 )
 from ansible_collections.numa.kube.plugins.module_utils.kube_wait import daemonset_ready
 
@@ -35,16 +31,6 @@ DEFAULT_RESOURCES = {"requests": {"cpu": "10m", "memory": "48Mi"}, "limits": {"m
 # kubelet lists every device of a resource in the Node's status and in each ListAndWatch answer;
 # far more slots than pods a node can run (110 by default, 250 at most on EKS) only costs
 MAX_CAPACITY = 1000
-_IMAGE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/:@-]*$")
-
-
-def check_image(image, option="image"):
-    """An image reference in a form the container runtime can parse (no spaces, no scheme)."""
-    if not isinstance(image, str) or not _IMAGE.match(image) or "://" in image:
-        raise KubeApiError("%s %r is not an image reference: give registry/repository:tag or @sha256:digest, "
-                           "without a scheme or spaces (e.g. registry.example/numa-kube/node-agent:0.1.0)"
-                           % (option, image))
-    return image
 
 
 def labels(name, extra=None):
@@ -153,17 +139,7 @@ class PluginError(Exception):
 
 def check_params(params):
     """Every option that ends up in an object, a URL or a selector, checked before any request."""
-    problems = []
-    checks = [lambda: check_name(params["name"], "name"), lambda: check_namespace(params["namespace"]),
-              lambda: check_labels(params.get("node_selector") or {}, "node_selector"),
-              lambda: check_labels(params.get("labels") or {}, "labels")]
-    if params["state"] == "present":
-        checks.append(lambda: check_image(params.get("image")))
-    for check in checks:
-        try:
-            check()
-        except KubeApiError as exc:
-            problems.append(str(exc))
+    problems = option_problems(params, ("node_selector", "labels"))
     if not 1 <= params["capacity"] <= MAX_CAPACITY:
         problems.append("capacity must be between 1 and %d devices per NUMA node (the most pods or containers "
                         "one NUMA node can take; kubelet lists every device), got %d" % (MAX_CAPACITY, params["capacity"]))

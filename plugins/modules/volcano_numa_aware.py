@@ -155,14 +155,6 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
-kept:
-  description:
-    - Objects of the stack's names that numa.kube did not make (no C(app.kubernetes.io/managed-by=numa.kube)
-      label), left alone by O(state=absent), each with its manager.
-  returned: always
-  type: list
-  elements: str
-  sample: ["DaemonSet kube-system/kube-proxy (field managers kubeadm)"]
 status:
   description: C(open) when the plugin is in the configuration (after the change), C(close) when not.
   returned: always
@@ -244,7 +236,6 @@ def main():
     for problems in result["nodes"].values():
         for problem in problems:
             module.warn(problem)
-    result["kept"] = api.kept
     module.exit_json(**result)
 
 
