@@ -56,7 +56,7 @@ def test_the_module_switches_and_returns_the_diff_only_when_asked(api):
     assert not failed, result
     assert result["changed"] and result["status"] == "open" and result["activation"]["how"] == "reload"
     assert result["diff"]["before"] == SHIPPED and "numa-aware" in result["diff"]["after"]
-    assert result["kept"] == [] and list(result["nodes"]) == ["w2"]
+    assert "kept" not in result and list(result["nodes"]) == ["w2"]
     failed, result = run(volcano_numa_aware, ARGS)
     assert "diff" not in result
 
