@@ -31,13 +31,16 @@ ALLOWED_SECONDS = 60.0
 DENIED_SECONDS = 10.0
 CACHE_SIZE = 1024
 IN_FLIGHT = 4
+# far above any service account token (a signed JWT of a few hundred bytes to 2 KB); a longer one
+# is refused here rather than sent on to the API server
+MAX_TOKEN_BYTES = 8192
 
 
 def bearer_token(header):
     """The token of an ``Authorization: Bearer <token>`` header; None for any other form."""
     scheme, _sep, token = (header or "").strip().partition(" ")
     token = token.strip()
-    if scheme.lower() != "bearer" or not token or " " in token:
+    if scheme.lower() != "bearer" or not token or " " in token or len(token) > MAX_TOKEN_BYTES:
         return None
     return token
 

@@ -115,15 +115,22 @@ class Publisher(object):
         if current is None:
             body = {"apiVersion": numatopology.NUMATOPOLOGY_API, "kind": "Numatopology",
                     "metadata": {"name": self.node_name, "annotations": annotations,
-                                 "labels": {"app.kubernetes.io/managed-by": "numa.kube"},
+                                 "labels": dict(numatopology.PUBLISHER_LABELS),
                                  "ownerReferences": self._owner()},
                     "spec": spec}
             self.api.request("POST", COLLECTION, body)
             return True
         metadata = current.setdefault("metadata", {})
         have = metadata.get("annotations") or {}
-        if current.get("spec") == spec and all(have.get(k) == v for k, v in annotations.items()):
+        labels = metadata.get("labels") or {}
+        # an object an earlier publisher made gets today's labels; one made by another exporter
+        # stays without them (numa.kube's state=absent must not take it for its own)
+        ours = labels.get("app.kubernetes.io/managed-by") == "numa.kube"
+        relabel = ours and any(labels.get(k) != v for k, v in numatopology.PUBLISHER_LABELS.items())
+        if current.get("spec") == spec and all(have.get(k) == v for k, v in annotations.items()) and not relabel:
             return False
+        if relabel:
+            metadata["labels"] = dict(labels, **numatopology.PUBLISHER_LABELS)
         metadata["annotations"] = dict(have, **annotations)
         current["spec"] = spec
         self.api.request("PUT", path, current)  # carries resourceVersion: a conflict is retried next step

@@ -41,6 +41,10 @@ except ImportError:  # reported by the module through missing_required_lib
 FIELD_MANAGER = "numa.kube"
 MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
 MANAGED_BY = {MANAGED_BY_LABEL: FIELD_MANAGER}
+# which of numa.kube's stacks made an object: one stack never takes over or deletes another's
+STACK_LABEL = "numa.kube/stack"
+# kinds several stacks share (a Namespace holds the monitoring stack and Volcano by default)
+SHARED_KINDS = ("Namespace",)
 
 # Every request gives up on a server that does not accept the connection within CONNECT_TIMEOUT
 # seconds or stops answering for READ_TIMEOUT seconds (the read timeout runs between bytes, so
@@ -49,6 +53,7 @@ MANAGED_BY = {MANAGED_BY_LABEL: FIELD_MANAGER}
 CONNECT_TIMEOUT = 10
 READ_TIMEOUT = 60
 RETRY_AFTER_TIMES = 10
+MIN_REQUEST_SECONDS = 5
 DEFAULT_WAIT_TIMEOUT = 300
 MAX_WAIT_TIMEOUT = 3600
 
@@ -225,15 +230,21 @@ def object_path(api_version, kind, name=None, namespace=None):
     return path
 
 
-def owned(obj):
-    """Whether a live object carries numa.kube's managed-by label."""
-    return ((obj or {}).get("metadata") or {}).get("labels", {}).get(MANAGED_BY_LABEL) == FIELD_MANAGER
+def owned(obj, stack=None):
+    """Whether a live object carries numa.kube's managed-by label and, given ``stack``, is that
+    stack's (a shared kind, such as a Namespace, is any numa.kube stack's)."""
+    labels = ((obj or {}).get("metadata") or {}).get("labels") or {}
+    if labels.get(MANAGED_BY_LABEL) != FIELD_MANAGER:
+        return False
+    return stack is None or (obj or {}).get("kind") in SHARED_KINDS or labels.get(STACK_LABEL) == stack
 
 
 def manager_of(obj):
     """Who manages a live object, in words: its managed-by label, else its field managers."""
     meta = (obj or {}).get("metadata") or {}
     label = (meta.get("labels") or {}).get(MANAGED_BY_LABEL)
+    if label == FIELD_MANAGER:
+        return "numa.kube's %s stack" % ((meta.get("labels") or {}).get(STACK_LABEL) or "unnamed")
     if label:
         return "%s=%s" % (MANAGED_BY_LABEL, label)
     managers = sorted(set(entry.get("manager") for entry in meta.get("managedFields") or [] if entry.get("manager")))
@@ -286,7 +297,7 @@ class _NoDiscovery:
 class KubeApi:
     """A connection to the API server, with the task's deadline and numa.kube's ownership rules."""
 
-    def __init__(self, params, clock=time.monotonic):
+    def __init__(self, params, clock=time.monotonic, stack=None):
         configuration = kube_client.Configuration()
         kubeconfig = params.get("kubeconfig")
         context = params.get("context")
@@ -327,10 +338,21 @@ class KubeApi:
         self.wait_timeout = params.get("wait_timeout") or DEFAULT_WAIT_TIMEOUT
         self.deadline = clock() + self.wait_timeout
         self.adopt = bool(params.get("adopt"))
+        self.stack = stack
         self.kept = []  # objects absent left alone because numa.kube did not make them
 
     def remaining(self):
         return self.deadline - self.clock()
+
+    def extend_deadline(self, seconds):
+        """Time beyond the deadline for undoing a failed change (never for the change itself)."""
+        self.deadline = max(self.deadline, self.clock()) + seconds
+
+    def request_timeout(self):
+        """(connect, read) seconds for the next request: the defaults, cut to what is left of the
+        task's deadline, but never below MIN_REQUEST_SECONDS (a last request still gets an answer)."""
+        left = max(self.remaining(), MIN_REQUEST_SECONDS)
+        return (min(self.timeout[0], left), min(self.timeout[1], left))
 
     def request(self, method, path, body=None, text=False, **params):
         """The decoded answer (a dict; the body as a string with ``text``), None for 404 on a GET
@@ -344,7 +366,7 @@ class KubeApi:
         RETRY_AFTER_TIMES times and never when the wait would pass the task's deadline; every
         request here may be repeated (GETs, server-side applies of the same object, DELETEs whose
         404 counts as done). An answer without Retry-After is final."""
-        params.setdefault("_request_timeout", self.timeout)
+        params.setdefault("_request_timeout", self.request_timeout())
         verb = method.upper()
         retried = 0
         while True:
@@ -373,9 +395,12 @@ class KubeApi:
         if text:
             return data
         try:
-            return json.loads(data) if data.strip() else {}
+            decoded = json.loads(data) if data.strip() else {}
         except ValueError:
             raise KubeApiError("%s %s: the answer is not JSON: %.200s" % (verb, path, data))
+        if not isinstance(decoded, dict):
+            raise KubeApiError("%s %s: the answer is not a JSON object: %.200s" % (verb, path, data))
+        return decoded
 
     def get(self, path, **params):
         return self.request("GET", path, **params)
@@ -388,7 +413,7 @@ class KubeApi:
         foreign = []
         for obj in objects:
             live = self.get(path_of(obj))
-            if live is not None and not owned(live):
+            if live is not None and not owned(live, self.stack):
                 foreign.append("%s (%s)" % (describe(obj), manager_of(live)))
         if foreign:
             raise OwnershipError("%s exist%s and numa.kube did not make %s: nothing was changed. Choose another name "
@@ -407,9 +432,11 @@ class KubeApi:
         obj = copy.deepcopy(obj)
         meta = obj.setdefault("metadata", {})
         meta["labels"] = dict(meta.get("labels") or {}, **MANAGED_BY)
+        if self.stack:
+            meta["labels"][STACK_LABEL] = self.stack
         path = path_of(obj)
         before = self.get(path)
-        if before is not None and not owned(before) and not self.adopt:
+        if before is not None and not owned(before, self.stack) and not self.adopt:
             raise OwnershipError("%s exists and numa.kube did not make it (%s): nothing was changed. Choose "
                                  "another name or namespace, remove it, or set adopt: true to let numa.kube "
                                  "take it over" % (describe(obj), manager_of(before)))
@@ -432,7 +459,7 @@ class KubeApi:
         An object without numa.kube's managed-by label is left alone and named in ``kept``."""
         path = path_of(obj)
         before = self.get(path)
-        if before is not None and not owned(before):
+        if before is not None and not owned(before, self.stack):
             self.kept.append("%s (%s)" % (describe(obj), manager_of(before)))
             return False, comparable(before)
         if before is None or check_mode:
@@ -489,31 +516,32 @@ def wait_for(check, timeout, interval=2.0, clock=time.monotonic, sleep=time.slee
 
 # --- what every cluster-stack module does first ---------------------------------------------------
 
-_SECRET_KEYS = ("token", "password", "client-key-data", "refresh-token", "id-token", "access-token",
-                "client-secret", "secret")
+_SECRET_KEYS = ("token", "password", "key-data", "secret", "credential")
 
 
 def secret_values(params):
-    """Credentials inside the options that Ansible's no_log cannot see: a kubeconfig given as a
-    mapping (tokens, keys, passwords, exec environment) and a proxy URL's password."""
+    """Credentials inside the options that Ansible's no_log cannot see: every value of a user entry
+    of a kubeconfig given as a mapping (tokens, keys, passwords, an exec plugin's arguments and
+    environment), anything else under a key that names a secret, and a proxy URL's password."""
     found = []
 
-    def walk(value, sensitive=False):
+    def walk(value, secret=False):
         if isinstance(value, dict):
             for key, item in value.items():
-                key_text = str(key).lower()
-                secret = sensitive or key_text == "config" or any(word in key_text for word in _SECRET_KEYS)
-                if key_text == "env" and isinstance(item, list):  # exec credential plugins' environment
-                    item, secret = [entry.get("value") for entry in item if isinstance(entry, dict)], True
-                walk(item, secret)
+                words = str(key).lower()
+                walk(item, secret or any(word in words for word in _SECRET_KEYS))
         elif isinstance(value, list):
             for item in value:
-                walk(item, sensitive)
-        elif sensitive and isinstance(value, str) and len(value) >= 4:
+                walk(item, secret)
+        elif secret and isinstance(value, str) and value:
             found.append(value)
 
-    if isinstance(params.get("kubeconfig"), dict):
-        walk(params["kubeconfig"])
+    kubeconfig = params.get("kubeconfig")
+    if isinstance(kubeconfig, dict):
+        for entry in kubeconfig.get("users") or []:
+            if isinstance(entry, dict):
+                walk(entry.get("user"), True)
+        walk(dict((key, value) for key, value in kubeconfig.items() if key != "users"))
     proxy = params.get("proxy")
     if proxy:
         try:
@@ -525,9 +553,24 @@ def secret_values(params):
     return found
 
 
-def connect(module):
-    """The API connection of a cluster-stack module: credentials kept out of its results, the
-    shared bounds checked (failing the task, before any request, naming value and rule)."""
+def stack_module(**kwargs):
+    """The AnsibleModule of a cluster-stack module, which masks the credentials inside its options
+    before it logs its invocation (syslog, the journal) as well as in its results."""
+    from ansible.module_utils.basic import AnsibleModule
+
+    class StackModule(AnsibleModule):
+        def _log_invocation(self):
+            for value in secret_values(self.params):
+                self.no_log_values.add(value)
+            super(StackModule, self)._log_invocation()
+
+    return StackModule(**kwargs)
+
+
+def connect(module, stack=None):
+    """The API connection of a cluster-stack module (``stack``: which of numa.kube's stacks it
+    manages): credentials kept out of its results, the shared bounds checked (failing the task,
+    before any request, naming value and rule)."""
     if not HAS_KUBERNETES:
         from ansible.module_utils.basic import missing_required_lib
         module.fail_json(msg=missing_required_lib("kubernetes"))
@@ -538,6 +581,6 @@ def connect(module):
         module.fail_json(msg="wait_timeout must be between 1 and %d seconds (it bounds the whole task), got %s"
                              % (MAX_WAIT_TIMEOUT, timeout))
     try:
-        return KubeApi(module.params)
+        return KubeApi(module.params, stack=stack)
     except KubeApiError as exc:
         module.fail_json(msg=str(exc))

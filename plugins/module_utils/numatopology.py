@@ -12,6 +12,9 @@ from ansible_collections.numa.kube.plugins.module_utils.quantity import Quantity
 from ansible_collections.numa.kube.plugins.module_utils.topology import format_cpu_list
 
 NUMATOPOLOGY_API = "nodeinfo.volcano.sh/v1alpha1"
+# the labels of a Numatopology the numa.kube publisher made: numa.kube's, of the stack that
+# numa.kube.volcano_stack manages (its state=absent removes exactly these)
+PUBLISHER_LABELS = {"app.kubernetes.io/managed-by": "numa.kube", "numa.kube/stack": "volcano"}
 # annotations the numa.kube publisher adds to a Numatopology (Volcano reads only the spec)
 RESERVED_CPUS_ANNOTATION = "numa.kube/reserved-cpus"
 STARTED_ANNOTATION = "numa.kube/publisher-started"

@@ -50,6 +50,11 @@ CONF_ANNOTATION = "numa.kube/scheduler-conf"
 MERGE_PATCH = "application/merge-patch+json"
 
 
+
+# Seconds a failed switch may still spend putting the previous configuration back, beyond the
+# task's deadline (which the failed wait may have used up): a few requests, each with its timeouts.
+ROLLBACK_SECONDS = 30
+
 def loaded_plugins(log_text):
     """The plugin lists of each configuration load in a scheduler log, oldest first."""
     return [match.group(2).split() for match in _LOADED.finditer(log_text or "")]
@@ -73,6 +78,7 @@ def checked(params):
         kube_api.check_name(params["configmap"], "configmap")
         if params["activation"] == "restart":
             kube_api.check_name(params["scheduler_deployment"], "scheduler_deployment")
+        kube_api.check_labels(params.get("node_selector") or {}, "node_selector")
     except KubeApiError as exc:
         raise VolcanoError("%s; nothing was changed" % exc)
     check_weight(params["weight"])
@@ -313,6 +319,8 @@ def _switch(api, params, path, where, configmap, text, new_text, enabled, wait_f
         return _activate(api, params, enabled, conf_digest(new_text), started, wait_for, clock)
     except Exception as exc:  # pylint: disable=broad-except  # whatever failed, the old configuration goes back
         failure = str(exc) if isinstance(exc, (VolcanoError, KubeApiError)) else "%s: %s" % (type(exc).__name__, exc)
+    # the put-back gets time of its own: the failure may have used the task's deadline up
+    api.extend_deadline(ROLLBACK_SECONDS)
     rollback = _put_back(api, params, path, where, text, version)
     raise VolcanoError([failure, rollback.pop("message")], details={"rollback": rollback})
 
@@ -337,5 +345,9 @@ def run(api, params, check_mode, wait_for, clock):
             if not check_mode:
                 result["activation"] = _switch(api, params, path, where, configmap, text, new_text, enabled,
                                                wait_for, clock)
-    result["nodes"] = node_report(api, params)
+    try:
+        result["nodes"] = node_report(api, params)
+    except KubeApiError as exc:  # a report, after the change is done: it must not fail the switch
+        result["nodes"] = {}
+        result["node_report_error"] = "the nodes could not be reported: %s" % exc
     return result

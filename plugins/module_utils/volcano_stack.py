@@ -30,11 +30,13 @@ import copy
 import hashlib
 import json
 import re
+import time
 
 from ansible_collections.numa.kube.plugins.module_utils.kube_api import (
     KINDS,
     MANAGED_BY,
     KubeApiError,
+    check_labels,
     check_name,
     check_namespace,
     describe,
@@ -66,6 +68,7 @@ _IMAGE = re.compile(r"^(?P<repo>.*/)?(?P<name>[^/:@]+)(?::(?P<tag>[^/@]+))?(?P<d
 WEBHOOK_KINDS = ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration")
 POD_TEMPLATE_KINDS = ("Deployment", "DaemonSet", "StatefulSet", "Job")
 DOWNLOAD_TIMEOUT = 60  # seconds for the manifest's download, connection and reading together
+MAX_MANIFEST_BYTES = 32 * 1024 * 1024  # Volcano's release manifest is about 2 MB
 LISTED = 5  # objects named in a refusal, per CRD or Namespace; the count says how many there are
 _PAGE, _PAGES = 500, 20  # a list is read 500 objects a request, at most 20 requests
 
@@ -80,6 +83,26 @@ _TAG = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}\Z")
 _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 _CHECKSUM = re.compile(r"^sha256:[0-9a-fA-F]{64}\Z")
 
+
+
+def read_bounded(response, where, seconds=DOWNLOAD_TIMEOUT, limit=MAX_MANIFEST_BYTES, clock=time.monotonic):
+    """The whole body of ``response`` (a file-like HTTP answer), read a chunk at a time: VolcanoError
+    once it has taken ``seconds`` in all or grown past ``limit`` bytes (a server that trickles bytes
+    never ends a per-read timeout)."""
+    give_up = clock() + seconds
+    read = getattr(response, "read1", None) or response.read
+    data = bytearray()
+    while True:
+        chunk = read(65536)
+        if not chunk:
+            return bytes(data)
+        data.extend(chunk)
+        if len(data) > limit:
+            raise VolcanoError("the manifest %s is larger than %d bytes: is it Volcano's release manifest? nothing "
+                               "was applied" % (where, limit))
+        if clock() > give_up:
+            raise VolcanoError("the manifest %s took more than %d s to download (%d bytes so far): try again, or "
+                               "download it and give its path; nothing was applied" % (where, seconds, len(data)))
 
 def _loader():
     class Loader(yaml.SafeLoader):  # pylint: disable=too-many-ancestors
@@ -284,6 +307,11 @@ def option_problems(params):
         check_namespace(params["namespace"], "namespace (the option)")
     except KubeApiError as exc:
         problems.append(str(exc))
+    for option in ("node_selector", "publisher_node_selector"):
+        try:
+            check_labels(params.get(option) or {}, option)
+        except KubeApiError as exc:
+            problems.append(str(exc))
     if params.get("publisher_image"):
         problem = image_problem(params["publisher_image"], "publisher_image")
         if problem:

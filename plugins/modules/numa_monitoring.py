@@ -260,12 +260,12 @@ rollout_seconds:
 """
 
 
-from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.numa.kube.plugins.module_utils.kube_api import (
     AUTH_ARGUMENT_SPEC,
     KubeApiError,
     connect,
+    stack_module,
 )
 from ansible_collections.numa.kube.plugins.module_utils.monitoring import MonitoringError, run
 
@@ -300,9 +300,9 @@ def main():
         wait_timeout=dict(type="int", default=300),
     )
     argument_spec.update(AUTH_ARGUMENT_SPEC)
-    module = AnsibleModule(argument_spec=argument_spec, supports_check_mode=True,
-                           required_if=[("state", "present", ["image"])])
-    api = connect(module)
+    module = stack_module(argument_spec=argument_spec, supports_check_mode=True,
+                         required_if=[("state", "present", ["image"])])
+    api = connect(module, "numa-monitoring")
     params = module.params
     try:
         result = run(api, params, module.check_mode, api.wait_for)

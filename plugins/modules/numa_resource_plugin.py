@@ -188,12 +188,12 @@ rollout_seconds:
   sample: 12.5
 """
 
-from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.numa.kube.plugins.module_utils.kube_api import (
     AUTH_ARGUMENT_SPEC,
     KubeApiError,
     connect,
+    stack_module,
 )
 from ansible_collections.numa.kube.plugins.module_utils.resource_plugin import (
     DEFAULT_SOCKET_DIR,
@@ -223,9 +223,9 @@ def main():
         wait_timeout=dict(type="int", default=300),
     )
     argument_spec.update(AUTH_ARGUMENT_SPEC)
-    module = AnsibleModule(argument_spec=argument_spec, supports_check_mode=True,
-                           required_if=[("state", "present", ["image"])])
-    api = connect(module)
+    module = stack_module(argument_spec=argument_spec, supports_check_mode=True,
+                         required_if=[("state", "present", ["image"])])
+    api = connect(module, "numa-resource-plugin")
     params = module.params
     try:
         check_params(params)

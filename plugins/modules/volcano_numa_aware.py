@@ -193,12 +193,13 @@ nodes:
 
 import time
 
-from ansible.module_utils.basic import AnsibleModule, missing_required_lib
+from ansible.module_utils.basic import missing_required_lib
 
 from ansible_collections.numa.kube.plugins.module_utils.kube_api import (
     AUTH_ARGUMENT_SPEC,
     KubeApiError,
     connect,
+    stack_module,
 )
 from ansible_collections.numa.kube.plugins.module_utils.volcano_conf import HAS_YAML, VolcanoError
 from ansible_collections.numa.kube.plugins.module_utils.volcano_scheduler import run
@@ -220,7 +221,7 @@ def main():
         node_selector=dict(type="dict", default={}),
     )
     argument_spec.update(AUTH_ARGUMENT_SPEC)
-    module = AnsibleModule(argument_spec=argument_spec, supports_check_mode=True)
+    module = stack_module(argument_spec=argument_spec, supports_check_mode=True)
     api = connect(module)
     if not HAS_YAML:
         module.fail_json(msg=missing_required_lib("PyYAML"))
@@ -233,6 +234,8 @@ def main():
     diff = result.pop("diff")
     if module._diff:
         result["diff"] = diff
+    if result.get("node_report_error"):
+        module.warn(result.pop("node_report_error"))
     for problems in result["nodes"].values():
         for problem in problems:
             module.warn(problem)

@@ -222,13 +222,14 @@ wait_seconds:
   sample: {"Deployment volcano-system/volcano-scheduler": 21.5}
 """
 
-from ansible.module_utils.basic import AnsibleModule, missing_required_lib
+from ansible.module_utils.basic import missing_required_lib
 from ansible.module_utils.urls import open_url
 
 from ansible_collections.numa.kube.plugins.module_utils.kube_api import (
     AUTH_ARGUMENT_SPEC,
     KubeApiError,
     connect,
+    stack_module,
 )
 from ansible_collections.numa.kube.plugins.module_utils.volcano_conf import HAS_YAML, VolcanoError
 from ansible_collections.numa.kube.plugins.module_utils.volcano_stack import (
@@ -236,6 +237,7 @@ from ansible_collections.numa.kube.plugins.module_utils.volcano_stack import (
     check_checksum,
     check_source,
     is_url,
+    read_bounded,
     run,
 )
 
@@ -251,7 +253,7 @@ def read_manifest(module):
         module.fail_json(msg=str(exc))
     try:
         if is_url(source):
-            data = open_url(source, timeout=DOWNLOAD_TIMEOUT).read()
+            data = read_bounded(open_url(source, timeout=DOWNLOAD_TIMEOUT), source)
         else:
             with open(source, "rb") as handle:
                 data = handle.read()
@@ -285,9 +287,9 @@ def main():
         wait_timeout=dict(type="int", default=300),
     )
     argument_spec.update(AUTH_ARGUMENT_SPEC)
-    module = AnsibleModule(argument_spec=argument_spec, supports_check_mode=True,
-                           required_one_of=[("manifest", "publisher_image")])
-    api = connect(module)
+    module = stack_module(argument_spec=argument_spec, supports_check_mode=True,
+                         required_one_of=[("manifest", "publisher_image")])
+    api = connect(module, "volcano")
     if not HAS_YAML:
         module.fail_json(msg=missing_required_lib("PyYAML"))
     text = read_manifest(module)

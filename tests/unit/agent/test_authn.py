@@ -244,3 +244,9 @@ def test_the_exporters_https_server_with_the_reviewer(tmp_path):
     finally:
         stop.set()
         thread.join(30)
+
+
+def test_a_token_no_service_account_could_have_is_refused_without_asking_the_api_server():
+    assert authn.bearer_token("Bearer " + "a" * authn.MAX_TOKEN_BYTES) == "a" * authn.MAX_TOKEN_BYTES
+    assert authn.bearer_token("Bearer " + "a" * (authn.MAX_TOKEN_BYTES + 1)) is None
+    assert authn.bearer_token("Basic dXNlcjpwYXNz") is None and authn.bearer_token("Bearer ") is None

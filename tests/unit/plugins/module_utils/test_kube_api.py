@@ -334,3 +334,77 @@ def test_claim_names_every_foreign_object_before_anything_is_applied(http_api):
     del hits[:]
     api.claim([account, configmap, PROXY_DS])
     assert hits == [], "adopting asks nothing"
+
+
+def test_one_numa_kube_stack_never_takes_over_or_deletes_another_stacks_objects(http_api):
+    # the review's case: the device plugin named like the monitoring stack's exporter
+    api, routes, hits = http_api
+    api.stack = "numa-resource-plugin"
+    path = "/apis/apps/v1/namespaces/volcano-system/daemonsets/numa-exporter"
+    routes[path] = (200, '{"kind": "DaemonSet", "metadata": {"name": "numa-exporter", "namespace": "volcano-system", '
+                         '"resourceVersion": "5", "labels": {"app.kubernetes.io/managed-by": "numa.kube", '
+                         '"numa.kube/stack": "numa-monitoring"}}}')
+    daemonset = {"apiVersion": "apps/v1", "kind": "DaemonSet",
+                 "metadata": {"name": "numa-exporter", "namespace": "volcano-system"}}
+    with pytest.raises(kube_api.OwnershipError, match=r"\(numa.kube's numa-monitoring stack\)"):
+        api.claim([daemonset])
+    assert api.delete(daemonset)[0] is False and api.kept == [
+        "DaemonSet volcano-system/numa-exporter (numa.kube's numa-monitoring stack)"]
+    assert all(method == "GET" for method, _path in hits)
+    # a Namespace is shared: any numa.kube stack's counts
+    routes["/api/v1/namespaces/volcano-system"] = (
+        200, '{"kind": "Namespace", "metadata": {"name": "volcano-system", "labels": '
+             '{"app.kubernetes.io/managed-by": "numa.kube", "numa.kube/stack": "numa-monitoring"}}}')
+    api.claim([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "volcano-system"}}])
+
+
+def test_applied_objects_carry_the_stack_label(http_api):
+    api, routes = http_api[:2]
+    sent = []
+    api.stack = "volcano"
+    api.client.request = _recording(api.client.request, sent)
+    routes["/api/v1/namespaces/ns/configmaps/c"] = [(404, "{}"), (200, '{"kind": "ConfigMap", "metadata": '
+                                                                  '{"name": "c", "resourceVersion": "1"}}')]
+    api.apply({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "namespace": "ns"}})
+    assert sent[-1]["metadata"]["labels"] == {"app.kubernetes.io/managed-by": "numa.kube", "numa.kube/stack": "volcano"}
+
+
+def test_an_answer_that_is_not_a_json_object_is_an_error(http_api):
+    api, routes = http_api[:2]
+    routes["/api/v1/nodes"] = (200, "[1, 2, 3]")
+    with pytest.raises(KubeApiError, match=r"GET /api/v1/nodes: the answer is not a JSON object: \[1, 2, 3\]"):
+        api.nodes()
+
+
+def test_requests_are_cut_to_what_is_left_of_the_deadline_and_a_rollback_gets_time_of_its_own():
+    now = [0.0]
+    api = KubeApi({"host": "http://127.0.0.1:9", "api_key": "t", "wait_timeout": 30}, clock=lambda: now[0])
+    assert api.request_timeout() == (10, 30)
+    now[0] = 28.0
+    assert api.request_timeout() == (5, 5), "never below 5 s, so a last request still gets its answer"
+    now[0] = 29.0
+    api.extend_deadline(30)
+    assert api.remaining() == 31 and api.request_timeout() == (10, 31), "30 s more than the deadline left"
+
+
+def test_every_value_of_a_kubeconfig_user_is_masked_however_short():
+    kubeconfig = {"users": [{"name": "admin", "user": {"username": "admin", "password": "abc",
+                                                       "exec": {"command": "aws", "args": ["--secret-key", "XYZ1"]}}}],
+                  "contexts": [{"name": "c", "context": {"user": "admin"}}]}
+    found = set(kube_api.secret_values({"kubeconfig": kubeconfig}))
+    assert {"abc", "XYZ1", "--secret-key", "aws", "admin"} <= found
+    assert "c" not in found
+
+
+def test_stack_modules_mask_credentials_before_logging_their_invocation(monkeypatch):
+    from ansible.module_utils import basic
+    logged = []
+    monkeypatch.setattr(basic.AnsibleModule, "log", lambda self, msg, log_args=None: logged.append(msg))
+    monkeypatch.setattr(basic, "_ANSIBLE_PROFILE", "legacy", raising=False)
+    import json as json_module
+    from ansible.module_utils.common.text.converters import to_bytes
+    args = {"ANSIBLE_MODULE_ARGS": {"kubeconfig": {"users": [{"name": "u", "user": {"token": "SUPERSECRETTOKEN"}}]}}}
+    monkeypatch.setattr(basic, "_ANSIBLE_ARGS", to_bytes(json_module.dumps(args)))
+    module = kube_api.stack_module(argument_spec={"kubeconfig": {"type": "raw"}})
+    assert "SUPERSECRETTOKEN" in module.no_log_values
+    assert logged and not any("SUPERSECRETTOKEN" in line for line in logged), logged

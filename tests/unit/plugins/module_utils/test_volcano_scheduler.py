@@ -41,8 +41,11 @@ class SchedulerApi(object):
     def conf(self):
         return self.configmap["data"]["volcano-scheduler.conf"]
 
+    def extend_deadline(self, seconds):
+        self.calls.append(("extend_deadline", seconds))
+
     def changes(self):
-        return [c for c in self.calls if c[0] != "GET"]
+        return [c for c in self.calls if c[0] not in ("GET", "extend_deadline")]
 
     def pods(self):
         """The scheduler pods at this look (``self.looks`` counts the listings)."""
@@ -184,6 +187,14 @@ def test_an_invalid_scheduler_selector_is_refused_before_any_request():
     assert str(error).startswith("scheduler_selector 'app=volcano scheduler' is not a label selector the API "
                                  "server accepts: the requirement 'app=volcano scheduler' is wrong")
     assert str(error).endswith("; nothing was changed")
+    assert api.calls == [] and api.conf() == SHIPPED
+
+
+def test_a_node_selector_with_a_spliced_value_is_refused_before_any_request():
+    # the node report comes after the write: its selector is checked with the others, first
+    api = SchedulerApi()
+    error = failed(api, dict(RUN, node_selector={"zone": "true,zone!=x"}))
+    assert "node_selector: value 'true,zone!=x' of 'zone'" in str(error) and str(error).endswith("; nothing was changed")
     assert api.calls == [] and api.conf() == SHIPPED
 
 

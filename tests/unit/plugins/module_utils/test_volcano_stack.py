@@ -710,3 +710,36 @@ def test_without_a_manifest_the_options_are_still_checked_first():
         volcano_stack.run(api, dict(ADMISSION, manifest=None, namespace="Volcano", publisher_image="r/agent:1"),
                           None, False, no_wait)
     assert api.events == []
+
+
+@pytest.mark.parametrize("option", ["node_selector", "publisher_node_selector"])
+def test_node_selectors_are_checked_before_anything_is_applied(option):
+    api = Cluster()
+    with pytest.raises(VolcanoError, match="%s: value 'a,zone!=b' of 'zone'" % option):
+        volcano_stack.run(api, dict(ADMISSION, manifest=None, publisher_image="r/agent:1", **{option: {"zone": "a,zone!=b"}}),
+                          None, False, no_wait)
+    assert api.events == []
+
+
+def test_a_manifest_download_is_bounded_in_time_and_size():
+    import io
+
+    class Trickle(object):
+        def __init__(self):
+            self.sent = 0
+
+        def read1(self, size):
+            self.sent += 1
+            return b"x"  # one byte a read, for ever
+
+    now = [0.0]
+
+    def clock():
+        now[0] += 1.0
+        return now[0]
+
+    with pytest.raises(VolcanoError, match=r"took more than 60 s to download \(\d+ bytes so far\)"):
+        volcano_stack.read_bounded(Trickle(), "https://example/v.yaml", clock=clock)
+    with pytest.raises(VolcanoError, match="is larger than 10 bytes"):
+        volcano_stack.read_bounded(io.BytesIO(b"y" * 100), "https://example/v.yaml", limit=10)
+    assert volcano_stack.read_bounded(io.BytesIO(b"kind: Namespace\n"), "https://example/v.yaml") == b"kind: Namespace\n"
