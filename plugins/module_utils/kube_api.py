@@ -450,7 +450,11 @@ class KubeApi:
         elif check_mode:
             changed = comparable(before) != comparable(after)
         else:
-            changed = before["metadata"]["resourceVersion"] != after["metadata"]["resourceVersion"]
+            # the server also stores an apply that only reorders managedFields (another manager's
+            # status write came in between: kubernetes#88031), moving resourceVersion; what was
+            # asked for is unchanged then
+            changed = (before["metadata"]["resourceVersion"] != after["metadata"]["resourceVersion"]
+                       and comparable(before) != comparable(after))
         return changed, comparable(before), comparable(after)
 
     def delete(self, obj, check_mode=False):

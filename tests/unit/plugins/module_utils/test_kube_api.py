@@ -7,6 +7,8 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import json
+
 import pytest
 
 from ansible_collections.numa.kube.plugins.module_utils import kube_api
@@ -152,7 +154,7 @@ def test_a_busy_server_is_asked_again_after_its_retry_after_for_every_verb(http_
     assert api.get("/api/v1/nodes/w1")["metadata"]["name"] == "w1"
     assert hits == [("GET", "/api/v1/nodes/w1")] * 3 and waits == [1.0, 2.0]
     del hits[:]
-    routes["/api/v1/nodes/w1"] = [NODE, BUSY, (200, NODE[1].replace('"7"', '"8"'))]
+    routes["/api/v1/nodes/w1"] = [NODE, BUSY, (200, NODE[1].replace('"7"', '"8"').replace('"labels": {', '"labels": {"x": "y", '))]
     node = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "w1"}}
     assert api.apply(node)[0] is True
     assert hits == [("GET", "/api/v1/nodes/w1")] + [("PATCH", "/api/v1/nodes/w1")] * 2
@@ -206,7 +208,8 @@ def test_adopt_takes_an_object_over_and_every_applied_object_carries_the_label(h
     api, routes, hits = http_api
     path = "/apis/apps/v1/namespaces/kube-system/daemonsets/kube-proxy"
     sent = []
-    routes[path] = [FOREIGN, (200, FOREIGN[1].replace('"3"', '"4"'))]
+    routes[path] = [FOREIGN, (200, FOREIGN[1].replace('"3"', '"4"').replace(
+        '"labels": {', '"labels": {"app.kubernetes.io/managed-by": "numa.kube", '))]
     api.client.request = _recording(api.client.request, sent)
     api.adopt = True
     assert api.apply(PROXY_DS)[0] is True
@@ -408,3 +411,22 @@ def test_stack_modules_mask_credentials_before_logging_their_invocation(monkeypa
     module = kube_api.stack_module(argument_spec={"kubeconfig": {"type": "raw"}})
     assert "SUPERSECRETTOKEN" in module.no_log_values
     assert logged and not any("SUPERSECRETTOKEN" in line for line in logged), logged
+
+
+def test_an_apply_the_server_stores_only_for_its_bookkeeping_is_no_change(http_api):
+    # a status writer's managedFields entry came in after numa.kube's: the same apply again makes
+    # the server reorder the entries and move resourceVersion, though nothing asked for changed
+    api, routes = http_api[:2]
+    path = "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies/p"
+
+    def policy(version, managers, failure="Fail"):
+        return (200, json.dumps({"kind": "ValidatingAdmissionPolicy", "metadata": {
+            "name": "p", "resourceVersion": version, "labels": {"app.kubernetes.io/managed-by": "numa.kube"},
+            "managedFields": [{"manager": name} for name in managers]}, "spec": {"failurePolicy": failure}}))
+
+    routes[path] = [policy("5", ["numa.kube", "status"]), policy("6", ["status", "numa.kube"])]
+    obj = {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy",
+           "metadata": {"name": "p"}, "spec": {"failurePolicy": "Fail"}}
+    assert api.apply(obj)[0] is False
+    routes[path] = [policy("6", ["numa.kube"]), policy("7", ["numa.kube"], failure="Ignore")]
+    assert api.apply(obj)[0] is True, "a value that moved is a change"
