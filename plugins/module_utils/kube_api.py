@@ -236,7 +236,10 @@ def owned(obj, stack=None):
     labels = ((obj or {}).get("metadata") or {}).get("labels") or {}
     if labels.get(MANAGED_BY_LABEL) != FIELD_MANAGER:
         return False
-    return stack is None or (obj or {}).get("kind") in SHARED_KINDS or labels.get(STACK_LABEL) == stack
+    # an object numa.kube made before its stacks were labelled names no stack: the stack that
+    # applies it again labels it
+    return (stack is None or (obj or {}).get("kind") in SHARED_KINDS or STACK_LABEL not in labels
+            or labels[STACK_LABEL] == stack)
 
 
 def manager_of(obj):
@@ -244,7 +247,7 @@ def manager_of(obj):
     meta = (obj or {}).get("metadata") or {}
     label = (meta.get("labels") or {}).get(MANAGED_BY_LABEL)
     if label == FIELD_MANAGER:
-        return "numa.kube's %s stack" % ((meta.get("labels") or {}).get(STACK_LABEL) or "unnamed")
+        return "numa.kube's %s stack" % (meta.get("labels") or {}).get(STACK_LABEL)
     if label:
         return "%s=%s" % (MANAGED_BY_LABEL, label)
     managers = sorted(set(entry.get("manager") for entry in meta.get("managedFields") or [] if entry.get("manager")))
@@ -350,7 +353,8 @@ class KubeApi:
 
     def request_timeout(self):
         """(connect, read) seconds for the next request: the defaults, cut to what is left of the
-        task's deadline, but never below MIN_REQUEST_SECONDS (a last request still gets an answer)."""
+        task's deadline, but not below MIN_REQUEST_SECONDS (a request started just before the
+        deadline still gets its answer)."""
         left = max(self.remaining(), MIN_REQUEST_SECONDS)
         return (min(self.timeout[0], left), min(self.timeout[1], left))
 
@@ -366,8 +370,13 @@ class KubeApi:
         RETRY_AFTER_TIMES times and never when the wait would pass the task's deadline; every
         request here may be repeated (GETs, server-side applies of the same object, DELETEs whose
         404 counts as done). An answer without Retry-After is final."""
-        params.setdefault("_request_timeout", self.request_timeout())
         verb = method.upper()
+        # a wait's last look lands on the deadline itself; a request more than MIN_REQUEST_SECONDS
+        # past it belongs to a task that has run out of time
+        if self.remaining() < -MIN_REQUEST_SECONDS:
+            raise KubeApiError("%s %s was not sent: the task's deadline (wait_timeout %s s) has passed; raise "
+                               "wait_timeout if the cluster needs longer" % (verb, path, self.wait_timeout))
+        params.setdefault("_request_timeout", self.request_timeout())
         retried = 0
         while True:
             try:
@@ -520,32 +529,53 @@ def wait_for(check, timeout, interval=2.0, clock=time.monotonic, sleep=time.slee
 
 # --- what every cluster-stack module does first ---------------------------------------------------
 
-_SECRET_KEYS = ("token", "password", "key-data", "secret", "credential")
+_SECRET_KEYS = ("token", "password", "key-data", "secret", "credential", "config")
+
+
+def _masked(value):
+    # Ansible masks a no_log value wherever it appears as a substring: a value of one or two
+    # characters would blot out every message, so only real credentials are listed
+    return isinstance(value, str) and len(value) >= 3
 
 
 def secret_values(params):
-    """Credentials inside the options that Ansible's no_log cannot see: every value of a user entry
-    of a kubeconfig given as a mapping (tokens, keys, passwords, an exec plugin's arguments and
-    environment), anything else under a key that names a secret, and a proxy URL's password."""
+    """Credentials inside the options that Ansible's no_log cannot see: in a kubeconfig given as a
+    mapping, every value under a key that names a secret (token, password, client-key-data,
+    an auth provider's config), an exec plugin's environment values and the argument after (or
+    in) an argument that names a secret; a proxy URL's password."""
     found = []
 
     def walk(value, secret=False):
         if isinstance(value, dict):
             for key, item in value.items():
                 words = str(key).lower()
+                if words == "exec" and isinstance(item, dict):
+                    walk_exec(item)
+                    continue
                 walk(item, secret or any(word in words for word in _SECRET_KEYS))
         elif isinstance(value, list):
             for item in value:
                 walk(item, secret)
-        elif secret and isinstance(value, str) and value:
+        elif secret and _masked(value):
             found.append(value)
+
+    def walk_exec(plugin):
+        for entry in plugin.get("env") or []:
+            if isinstance(entry, dict) and _masked(entry.get("value")):
+                found.append(entry["value"])
+        args = [arg for arg in plugin.get("args") or [] if isinstance(arg, str)]
+        for number, arg in enumerate(args):
+            if not any(word in arg.lower() for word in _SECRET_KEYS):
+                continue
+            flag, equals, value = arg.partition("=")
+            if equals and _masked(value):
+                found.append(value)
+            elif not equals and number + 1 < len(args) and _masked(args[number + 1]):
+                found.append(args[number + 1])
 
     kubeconfig = params.get("kubeconfig")
     if isinstance(kubeconfig, dict):
-        for entry in kubeconfig.get("users") or []:
-            if isinstance(entry, dict):
-                walk(entry.get("user"), True)
-        walk(dict((key, value) for key, value in kubeconfig.items() if key != "users"))
+        walk(kubeconfig)
     proxy = params.get("proxy")
     if proxy:
         try:

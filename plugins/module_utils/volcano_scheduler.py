@@ -49,11 +49,10 @@ _LOADED = re.compile(r"Finished loading scheduler config\. Final state: actions=
 CONF_ANNOTATION = "numa.kube/scheduler-conf"
 MERGE_PATCH = "application/merge-patch+json"
 
-
-
 # Seconds a failed switch may still spend putting the previous configuration back, beyond the
 # task's deadline (which the failed wait may have used up): a few requests, each with its timeouts.
 ROLLBACK_SECONDS = 30
+
 
 def loaded_plugins(log_text):
     """The plugin lists of each configuration load in a scheduler log, oldest first."""

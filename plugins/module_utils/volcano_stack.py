@@ -84,7 +84,6 @@ _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 _CHECKSUM = re.compile(r"^sha256:[0-9a-fA-F]{64}\Z")
 
 
-
 def read_bounded(response, where, seconds=DOWNLOAD_TIMEOUT, limit=MAX_MANIFEST_BYTES, clock=time.monotonic):
     """The whole body of ``response`` (a file-like HTTP answer), read a chunk at a time: VolcanoError
     once it has taken ``seconds`` in all or grown past ``limit`` bytes (a server that trickles bytes
@@ -103,6 +102,7 @@ def read_bounded(response, where, seconds=DOWNLOAD_TIMEOUT, limit=MAX_MANIFEST_B
         if clock() > give_up:
             raise VolcanoError("the manifest %s took more than %d s to download (%d bytes so far): try again, or "
                                "download it and give its path; nothing was applied" % (where, seconds, len(data)))
+
 
 def _loader():
     class Loader(yaml.SafeLoader):  # pylint: disable=too-many-ancestors

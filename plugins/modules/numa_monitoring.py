@@ -259,8 +259,6 @@ rollout_seconds:
   sample: 12.5
 """
 
-
-
 from ansible_collections.numa.kube.plugins.module_utils.kube_api import (
     AUTH_ARGUMENT_SPEC,
     KubeApiError,
@@ -301,7 +299,7 @@ def main():
     )
     argument_spec.update(AUTH_ARGUMENT_SPEC)
     module = stack_module(argument_spec=argument_spec, supports_check_mode=True,
-                         required_if=[("state", "present", ["image"])])
+                          required_if=[("state", "present", ["image"])])
     api = connect(module, "numa-monitoring")
     params = module.params
     try:

@@ -224,7 +224,7 @@ def main():
     )
     argument_spec.update(AUTH_ARGUMENT_SPEC)
     module = stack_module(argument_spec=argument_spec, supports_check_mode=True,
-                         required_if=[("state", "present", ["image"])])
+                          required_if=[("state", "present", ["image"])])
     api = connect(module, "numa-resource-plugin")
     params = module.params
     try:

@@ -288,7 +288,7 @@ def main():
     )
     argument_spec.update(AUTH_ARGUMENT_SPEC)
     module = stack_module(argument_spec=argument_spec, supports_check_mode=True,
-                         required_one_of=[("manifest", "publisher_image")])
+                          required_one_of=[("manifest", "publisher_image")])
     api = connect(module, "volcano")
     if not HAS_YAML:
         module.fail_json(msg=missing_required_lib("PyYAML"))

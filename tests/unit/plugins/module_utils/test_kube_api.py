@@ -390,13 +390,34 @@ def test_requests_are_cut_to_what_is_left_of_the_deadline_and_a_rollback_gets_ti
     assert api.remaining() == 31 and api.request_timeout() == (10, 31), "30 s more than the deadline left"
 
 
-def test_every_value_of_a_kubeconfig_user_is_masked_however_short():
-    kubeconfig = {"users": [{"name": "admin", "user": {"username": "admin", "password": "abc",
-                                                       "exec": {"command": "aws", "args": ["--secret-key", "XYZ1"]}}}],
-                  "contexts": [{"name": "c", "context": {"user": "admin"}}]}
+def test_kubeconfig_credentials_are_masked_and_ordinary_values_are_not():
+    # Ansible masks each value wherever it appears: masking "volcano" or "0" would blot out messages
+    kubeconfig = {"users": [{"name": "admin", "user": {
+        "username": "admin", "password": "abc",
+        "auth-provider": {"name": "oidc", "config": {"id-token": "ID-TOKEN", "idp-issuer-url": "https://idp"}},
+        "exec": {"command": "aws", "args": ["--cluster-name", "volcano", "--secret-key", "XYZ1", "--token=T0KEN"],
+                 "env": [{"name": "AWS_SECRET", "value": "ENVSECRET"}, {"name": "DEBUG", "value": "0"}]}}}],
+        "contexts": [{"name": "c", "context": {"user": "admin", "namespace": "volcano-system"}}]}
     found = set(kube_api.secret_values({"kubeconfig": kubeconfig}))
-    assert {"abc", "XYZ1", "--secret-key", "aws", "admin"} <= found
-    assert "c" not in found
+    assert {"abc", "ID-TOKEN", "XYZ1", "T0KEN", "ENVSECRET"} <= found
+    assert not {"admin", "aws", "volcano", "0", "volcano-system", "--secret-key", "oidc"} & found, found
+
+
+def test_no_request_is_sent_once_the_deadline_has_passed():
+    now = [0.0]
+    api = KubeApi({"host": "http://127.0.0.1:9", "api_key": "t", "wait_timeout": 2}, clock=lambda: now[0])
+    now[0] = 7.5  # a wait's last look at the deadline itself (2 s) still goes out; 5 s later nothing does
+    with pytest.raises(KubeApiError, match=r"GET /api/v1/nodes was not sent: the task's deadline \(wait_timeout 2 s\) "
+                                           r"has passed"):
+        api.nodes()
+
+
+def test_an_object_numa_kube_made_before_stacks_were_labelled_is_any_stacks(http_api):
+    api, routes = http_api[:2]
+    api.stack = "volcano"
+    routes["/api/v1/namespaces/ns/configmaps/c"] = (200, '{"kind": "ConfigMap", "metadata": {"name": "c", '
+                                                         '"labels": {"app.kubernetes.io/managed-by": "numa.kube"}}}')
+    api.claim([{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "namespace": "ns"}}])
 
 
 def test_stack_modules_mask_credentials_before_logging_their_invocation(monkeypatch):
