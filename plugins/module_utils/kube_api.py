@@ -185,15 +185,35 @@ def label_selector(mapping, what="selector"):
     return ",".join("%s=%s" % item for item in sorted(check_labels(mapping or {}, what).items()))
 
 
-_IMAGE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/:@-]*$")
+# An image reference as container runtimes read it: [host[:port]/]path[:tag][@digest]
+PATH_PART = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
+HOST = r"[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)*(?::[0-9]+)?"
+_REFERENCE = re.compile(r"^(?:%s/)?%s(?:/%s)*(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?"
+                        r"(?:@[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,})?\Z"
+                        % (HOST, PATH_PART, PATH_PART))
+SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
+
+
+def image_problem(image, what):
+    """A sentence when ``image`` is not an image reference a container runtime pulls, else None."""
+    if not isinstance(image, str) or not image:
+        return "%s is empty: it must name an image" % what
+    if re.search(r"\s", image):
+        why = "it holds whitespace"
+    elif SCHEME.match(image):
+        why = "it starts with a scheme (registries are named without https://)"
+    elif not _REFERENCE.match(image):
+        why = "it is not [registry[:port]/]repository[:tag][@digest] in lower case"
+    else:
+        return None
+    return "%s: image %r is not an image reference: %s" % (what, image, why)
 
 
 def check_image(image, option="image"):
-    """An image reference in a form the container runtime can parse (no spaces, no scheme)."""
-    if not isinstance(image, str) or not _IMAGE.match(image) or "://" in image:
-        raise KubeApiError("%s %r is not an image reference: give registry/repository:tag or @sha256:digest, "
-                           "without a scheme or spaces (e.g. registry.example/numa-kube/node-agent:0.1.0)"
-                           % (option, image))
+    """``image`` if it is an image reference; KubeApiError with image_problem's sentence otherwise."""
+    problem = image_problem(image, option)
+    if problem:
+        raise KubeApiError(problem)
     return image
 
 

@@ -33,14 +33,19 @@ import re
 import time
 
 from ansible_collections.numa.kube.plugins.module_utils.kube_api import (
+    HOST,
     KINDS,
     MANAGED_BY,
+    PATH_PART,
+    SCHEME,
     KubeApiError,
     check_labels,
     check_name,
     check_namespace,
     describe,
+    image_problem,
     label_selector,
+    owned,
     path_of,
 )
 from ansible_collections.numa.kube.plugins.module_utils.kube_wait import daemonset_ready, deployment_ready
@@ -72,15 +77,8 @@ MAX_MANIFEST_BYTES = 32 * 1024 * 1024  # Volcano's release manifest is about 2 M
 LISTED = 5  # objects named in a refusal, per CRD or Namespace; the count says how many there are
 _PAGE, _PAGES = 500, 20  # a list is read 500 objects a request, at most 20 requests
 
-# An image reference as container runtimes read it: [host[:port]/]path[:tag][@digest]
-_PATH_PART = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
-_HOST = r"[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)*(?::[0-9]+)?"
-_REFERENCE = re.compile(r"^(?:%s/)?%s(?:/%s)*(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?"
-                        r"(?:@[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,})?\Z"
-                        % (_HOST, _PATH_PART, _PATH_PART))
-_REGISTRY = re.compile(r"^%s(?:/%s)*/?\Z" % (_HOST, _PATH_PART))
+_REGISTRY = re.compile(r"^%s(?:/%s)*/?\Z" % (HOST, PATH_PART))
 _TAG = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}\Z")
-_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 _CHECKSUM = re.compile(r"^sha256:[0-9a-fA-F]{64}\Z")
 
 
@@ -116,7 +114,7 @@ def _loader():
 # --- where the manifest comes from -------------------------------------------------------------------
 
 def is_url(source):
-    return bool(_SCHEME.match(source or ""))
+    return bool(SCHEME.match(source or ""))
 
 
 def check_source(source, checksum):
@@ -211,21 +209,6 @@ def _containers(obj):
             for container in pod_spec.get(field) or []:
                 if isinstance(container, dict):
                     yield container
-
-
-def image_problem(image, what):
-    """A sentence when ``image`` is not an image reference a container runtime pulls, else None."""
-    if not isinstance(image, str) or not image:
-        return "%s is empty: it must name an image" % what
-    if re.search(r"\s", image):
-        why = "it holds whitespace"
-    elif _SCHEME.match(image):
-        why = "it starts with a scheme (registries are named without https://)"
-    elif not _REFERENCE.match(image):
-        why = "it is not [registry[:port]/]repository[:tag][@digest] in lower case"
-    else:
-        return None
-    return "%s: image %r is not an image reference: %s" % (what, image, why)
 
 
 def manifest_problems(documents, params):
@@ -347,7 +330,6 @@ def adjust(objects, params):
             continue
         obj = copy.deepcopy(obj)
         meta = obj["metadata"]
-        meta["labels"] = dict(meta.get("labels") or {}, **MANAGED_BY)
         if KINDS.get((obj["apiVersion"], obj["kind"]), (None, False))[1] and not meta.get("namespace"):
             meta["namespace"] = params["namespace"]
         for pod_spec in _pod_specs(obj):
@@ -552,11 +534,6 @@ def summarised(obj):
 
 # --- what absent may delete ---------------------------------------------------------------------------
 
-def _owned(obj):
-    labels = ((obj or {}).get("metadata") or {}).get("labels") or {}
-    return all(labels.get(key) == value for key, value in MANAGED_BY.items())
-
-
 def _listed(api, path, **params):
     """The items at ``path``, page by page; (items, whether more were left unread)."""
     items, token = [], None
@@ -584,7 +561,7 @@ def crd_problem(api, crd, skip_owned=False):
     cluster, else None; objects numa.kube made are not counted with ``skip_owned`` (the
     Numatopologies the publisher's removal takes with it)."""
     live = api.get(path_of(crd))
-    if live is None or not _owned(live):
+    if live is None or not owned(live):
         return None  # nothing to delete (api.delete leaves a CRD numa.kube did not make)
     spec = live.get("spec") or {}
     versions = [v["name"] for v in spec.get("versions") or [] if v.get("served") and v.get("storage")] or \
@@ -600,7 +577,7 @@ def crd_problem(api, crd, skip_owned=False):
     meta = answer.get("metadata") or {}
     left = meta.get("remainingItemCount") or 0
     if skip_owned:
-        items = [i for i in items if not _owned(i)]
+        items = [i for i in items if not owned(i)]
     if not items and not left and not meta.get("continue"):
         return None
     total = len(items) + left
@@ -651,7 +628,7 @@ def _foreign(obj, ours):
     if kind == "Secret" and (obj.get("type") == "kubernetes.io/service-account-token"
                              or ("mounted Secret", name) in ours):
         return False
-    return not ((kind, name) in ours and _owned(obj))
+    return not ((kind, name) in ours and owned(obj))
 
 
 def namespace_problem(api, namespace_obj, objects):
@@ -659,7 +636,7 @@ def namespace_problem(api, namespace_obj, objects):
     (or the publisher), else None: deleting the Namespace would delete them."""
     name = namespace_obj["metadata"]["name"]
     live = api.get(path_of(namespace_obj))
-    if live is None or not _owned(live):
+    if live is None or not owned(live):
         return None
     ours = _ours_in(name, objects)
     foreign, unread = [], False

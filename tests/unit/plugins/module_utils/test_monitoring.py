@@ -626,7 +626,7 @@ def test_the_healthz_fingerprint_is_the_modules():
     ({"interval": "30 seconds"}, "interval must be a Prometheus duration such as 30s or 1m30s, got '30 seconds'"),
     ({"port": 70000}, "port must be a TCP port"),
     ({"memory_threshold": 1.5}, "memory_threshold must be a fraction between 0 and 1"),
-    ({"image": ""}, "image '' is not an image reference"),
+    ({"image": ""}, "image is empty: it must name an image"),
     ({"name": "numa/../../secrets"}, "name 'numa/../../secrets' is not a valid Kubernetes object name"),
     ({"dashboard_namespace": "Grafana"}, "dashboard_namespace 'Grafana' is not a valid namespace name"),
     ({"node_selector": {"numa": "true,zone!=x"}}, "node_selector: value 'true,zone!=x'"),

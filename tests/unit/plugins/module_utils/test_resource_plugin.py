@@ -194,8 +194,8 @@ def test_absent_removes_in_reverse_order_and_then_has_nothing_to_do():
 @pytest.mark.parametrize("change,words", [
     ({"capacity": 1000000000}, "capacity must be between 1 and 1000 devices per NUMA node .* got 1000000000"),
     ({"capacity": 0}, "capacity must be between 1 and 1000"),
-    ({"image": ""}, "image '' is not an image reference"),
-    ({"image": "http://r/agent:1"}, "without a scheme"),
+    ({"image": ""}, "image is empty: it must name an image"),
+    ({"image": "http://r/agent:1"}, "it starts with a scheme"),
     ({"name": "x/../../secrets/db"}, "name 'x/../../secrets/db' is not a valid Kubernetes object name"),
     ({"namespace": "Kube System"}, "not a valid namespace name"),
     ({"node_selector": {"numa": "true,zone!=x"}}, "node_selector: value 'true,zone!=x' of 'numa'"),

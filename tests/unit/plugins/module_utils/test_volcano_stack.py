@@ -99,10 +99,11 @@ def test_the_manifest_loads_with_helms_equals_keys_and_is_adjusted_as_asked():
         "docker.io/volcanosh/vc-webhook-manager:v1.14.0"
 
 
-def test_adjust_keeps_every_label_adds_numa_kubes_and_leaves_pod_templates_alone():
+def test_adjust_keeps_every_label_and_leaves_pod_templates_alone():
+    # numa.kube's own labels are added by kube_api's apply, for every object of every stack
     objects = volcano_stack.load_manifest(MANIFEST, "m")
     scheduler = volcano_stack.adjust(objects, PARAMS)[3]
-    assert scheduler["metadata"]["labels"] == {"app": "volcano-scheduler", "app.kubernetes.io/managed-by": "numa.kube"}
+    assert scheduler["metadata"]["labels"] == {"app": "volcano-scheduler"}
     # the selector and the pod labels it matches are the manifest's (a Deployment's selector is immutable)
     assert scheduler["spec"]["selector"] == {"matchLabels": {"app": "volcano-scheduler"}}
     assert scheduler["spec"]["template"]["metadata"] == {"labels": {"app": "volcano-scheduler"}}
@@ -114,8 +115,8 @@ def test_a_namespaced_object_without_a_namespace_goes_to_the_modules():
                             "metadata: {name: volcano-scheduler-configmap}")
     conf = volcano_stack.volcano_objects(text, dict(PARAMS, namespace="batch"))[2]
     assert conf["metadata"]["namespace"] == "batch"
-    assert volcano_stack.volcano_objects(text, PARAMS)[0]["metadata"] == {
-        "name": "volcano-system", "labels": {"app.kubernetes.io/managed-by": "numa.kube"}}, "cluster-scoped: none"
+    assert volcano_stack.volcano_objects(text, PARAMS)[0]["metadata"] == {"name": "volcano-system"}, \
+        "cluster-scoped: none"
 
 
 @pytest.mark.parametrize("text,match", [
