@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The oracle: kubelet's own code (molecule/resources/kube/oracle), built from the pinned module."""
+"""The oracle: kubelet's own code (tests/differential/oracle), built from the pinned module."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -34,7 +34,7 @@ class Oracle(object):
 def oracle():
     path = os.environ.get("NUMA_KUBE_ORACLE")
     if not path:
-        built = subprocess.run(["bash", os.path.join(ROOT, "molecule", "resources", "kube", "build-oracle.sh")],
+        built = subprocess.run(["bash", os.path.join(ROOT, "tests", "differential", "build-oracle.sh")],
                                capture_output=True, text=True, timeout=3000, check=False)
         assert built.returncode == 0, built.stderr[-3000:]
         path = built.stdout.strip().splitlines()[-1]

@@ -3,7 +3,7 @@
 """Differential tests: numa.kube's reading of kubelet's rules against kubelet's own code.
 
 Generated inputs go to the collection's module_utils and to the oracle (kubelet 1.36's functions
-built from the pinned k8s.io/kubernetes module, see molecule/resources/kube/oracle). Where the
+built from the pinned k8s.io/kubernetes module, see tests/differential/oracle). Where the
 collection promises to agree with kubelet, both must give the same verdict, the same numbers and,
 for the reservation sum, kubelet's own error text. The seed is printed; NUMA_KUBE_DIFF_SEED and
 NUMA_KUBE_DIFF_CASES replay or widen a run.

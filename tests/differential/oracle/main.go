@@ -1,5 +1,5 @@
 // Command oracle answers questions about kubelet's rules with kubelet's own code, built from the
-// k8s.io/kubernetes module pinned in ../go.mod. numa.kube's differential tests
+// k8s.io/kubernetes module pinned in molecule/resources/kube/go.mod (see ../build-oracle.sh). numa.kube's differential tests
 // (tests/differential) send it generated inputs and compare its answers with the collection's.
 //
 // It reads one JSON request a line on stdin and writes one JSON answer a line on stdout:
