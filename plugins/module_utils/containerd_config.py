@@ -14,7 +14,9 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import json
+import os
 import re
+import stat
 
 from ansible_collections.numa.kube.plugins.module_utils.errors import ProblemsError
 
@@ -28,6 +30,10 @@ NRI_DEFAULTS = {
     "socket_path": "/var/run/nri/nri.sock",
 }
 NRI_KEYS = ("disable",) + tuple(sorted(NRI_DEFAULTS))
+# containerd removes whatever is at the NRI socket path before it listens there, so the path must
+# stay in the runtime folders (RKE2's and k3s's containerd keeps its own state in /run/k3s, inside
+# them too) and must be a socket or nothing.
+SOCKET_FOLDERS = ("/run", "/var/run")
 
 _HEADER = re.compile(r"""^\s*\[\s*plugins\s*\.\s*(?:"io\.containerd\.nri\.v1\.nri"|'io\.containerd\.nri\.v1\.nri')\s*\]\s*(?:#.*)?$""")
 _ANY_TABLE = re.compile(r"^\s*\[")
@@ -84,6 +90,40 @@ def _key_line(key):
     return re.compile(r"^(\s*)(?:%s|\"%s\")\s*=" % (re.escape(key), re.escape(key)))
 
 
+def _inside(path, folders=SOCKET_FOLDERS):
+    return any(path.startswith(folder + "/") for folder in folders)
+
+
+def check_socket_path(path, lstat=None, realpath=None):
+    """Problems with an NRI socket path: absolute, plain, inside /run or /var/run, and (when ``lstat``
+    and ``realpath`` are given, on the node) still inside them once links are followed, and a socket
+    or nothing."""
+    fix = "choose a path of its own under /run or /var/run, such as the default %s" % NRI_DEFAULTS["socket_path"]
+    why = "containerd removes whatever is at that path before it listens there"
+    if not isinstance(path, str) or not path.strip():
+        return ["NRI socket_path %r is refused: it is empty; %s" % (path, fix)]
+    if not os.path.isabs(path) or os.path.normpath(path) != path:
+        return ["NRI socket_path %r is refused: it must be an absolute path without . or .. parts, doubled or "
+                "trailing slashes; %s" % (path, fix)]
+    if not _inside(path):
+        return ["NRI socket_path %r is refused: it is outside /run and /var/run, and %s; %s" % (path, why, fix)]
+    if realpath is not None:
+        real = realpath(path)
+        if not _inside(real, SOCKET_FOLDERS + (realpath("/run"), realpath("/var/run"))):
+            return ["NRI socket_path %r is refused: symbolic links lead it to %s, outside /run and /var/run, and %s; "
+                    "%s" % (path, real, why, fix)]
+    if lstat is not None:
+        try:
+            mode = lstat(path).st_mode
+        except OSError:
+            return []
+        if not stat.S_ISSOCK(mode):
+            kind = "a directory" if stat.S_ISDIR(mode) else "a symbolic link" if stat.S_ISLNK(mode) else "a file"
+            return ["NRI socket_path %r is refused: %s is there, not a socket, and %s; %s"
+                    % (path, kind, why, fix)]
+    return []
+
+
 def desired_settings(enabled, settings):
     problems = []
     wanted = {}
@@ -97,6 +137,11 @@ def desired_settings(enabled, settings):
         if isinstance(NRI_DEFAULTS[key], str) and not isinstance(value, str):
             problems.append("NRI setting %s must be a string such as %r, got %r" % (key, NRI_DEFAULTS[key], value))
             continue
+        if key == "socket_path":
+            socket_problems = check_socket_path(value)
+            if socket_problems:
+                problems.extend(socket_problems)
+                continue
         wanted[key] = value
     if problems:
         raise ContainerdConfigError(problems)

@@ -60,6 +60,11 @@ options:
     description:
       - Other NRI settings - C(disable_connections), C(plugin_config_path), C(plugin_path),
         C(plugin_registration_timeout), C(plugin_request_timeout), C(socket_path).
+      - C(socket_path) must be an absolute path inside C(/run) or C(/var/run) (RKE2's and k3s's own
+        containerd state, C(/run/k3s), is inside them), still inside once symbolic links are
+        followed, and where something exists already it must be a socket - containerd removes what is
+        at that path before it listens. The socket path containerd will use (from the file when not
+        given here) is checked the same way whenever NRI is on; nothing is written otherwise.
     type: dict
     default: {}
   containerd_version:
@@ -175,6 +180,7 @@ from ansible_collections.numa.kube.plugins.module_utils.containerd_config import
     TEMPLATE_V2,
     TEMPLATE_V3,
     ContainerdConfigError,
+    check_socket_path,
     check_toml,
     config_version,
     parse_containerd_version,
@@ -269,6 +275,11 @@ def main():
         changed = new_text != (current or "")
         if changed and distribution == "containerd":
             check_toml(new_text, params["enabled"])
+        if params["enabled"]:
+            # the path containerd will take over, on this node: links followed, a socket or nothing
+            problems = check_socket_path(effective["socket_path"], lstat=os.lstat, realpath=os.path.realpath)
+            if problems:
+                raise ContainerdConfigError(problems)
     except ContainerdConfigError as exc:
         module.fail_json(msg=" | ".join(exc.problems), problems=exc.problems)
     result = dict(

@@ -22,6 +22,15 @@ description:
     grub.cfg itself is never edited.
   - Compares with C(/proc/cmdline) and reports whether a reboot is needed for the running kernel to
     have the wanted state. Never reboots.
+  - Refuses, before anything is read or written, a parameter outside a strict grammar (the grub
+    defaults file is shell), and any parameter that can take a node away - C(init), C(rdinit),
+    C(root) and the options that find the root file system, C(mem), C(memmap), C(maxcpus),
+    C(nr_cpus), C(possible_cpus), C(nosmp), C(panic), module blacklists, rescue and emergency
+    targets, C(systemd.debug_shell) - whether it is to be set or removed, unless its name is in
+    O(allow).
+  - Returns in RV(files) every file the change writes (in check mode too), so that a caller can
+    record them before the change and put them back after a failure; grub.cfg, which the caller
+    regenerates, is not among them for O(method=grub_default).
 author:
   - numa.kube contributors (@numa-kube)
 options:
@@ -36,17 +45,30 @@ options:
     type: list
     elements: str
     default: []
+  allow:
+    description:
+      - Names of parameters that can take a node away (see the description) which this change may set
+        or remove anyway, such as C(maxcpus). Names only, without C(=value).
+      - C(isolcpus), C(nohz_full), C(rcu_nocbs), C(hugepages) and C(console) need no allowing.
+    type: list
+    elements: str
+    default: []
   method:
     description: C(grubby) or C(grub_default); C(auto) uses grubby where it is installed.
     type: str
     choices: [auto, grubby, grub_default]
     default: auto
   grub_default_path:
-    description: The grub defaults file, for O(method=grub_default).
+    description:
+      - The grub defaults file, for O(method=grub_default). An absolute path without C(.) or C(..)
+        parts; when it exists, a regular file (not a symbolic link, which the atomic replacement
+        would turn into a copy).
     type: path
     default: /etc/default/grub
   variable:
-    description: The variable of the grub defaults file that holds the parameters.
+    description:
+      - The variable of the grub defaults file that holds the parameters. A shell variable name that
+        starts with C(GRUB_CMDLINE_) (the file is sourced as shell by grub's tools).
     type: str
     default: GRUB_CMDLINE_LINUX
   proc_cmdline_path:
@@ -86,6 +108,17 @@ EXAMPLES = r"""
 - name: Take a parameter away again
   numa.kube.kernel_cmdline:
     absent: [numa_icon]
+
+- name: Limit the CPUs the kernel brings up, which is refused unless allowed
+  numa.kube.kernel_cmdline:
+    present: [maxcpus=16]
+    allow: [maxcpus]
+
+- name: List the files a change would write, to record them first
+  numa.kube.kernel_cmdline:
+    present: [numa_balancing=disable]
+  check_mode: true
+  register: plan   # plan.files
 """
 
 RETURN = r"""
@@ -100,6 +133,17 @@ params:
   type: list
   elements: str
   sample: [quiet, mem_sampling_on, numa_icon=enable]
+files:
+  description:
+    - The files the change writes (real paths, symbolic links followed), also in check mode. For
+      grub_default the grub defaults file; for grubby the BLS entries, C(/etc/kernel/cmdline), grub's
+      environment block and defaults, and a grub.cfg, as present on the host (C(/etc/kernel/cmdline),
+      C(/boot/grub2/grubenv), C(/boot/grub2/grub.cfg) and C(/etc/default/grub) are listed whether they
+      exist or not).
+  returned: success
+  type: list
+  elements: str
+  sample: [/etc/default/grub]
 kernels:
   description: For grubby, each kernel with its arguments after the change.
   returned: when method is grubby
@@ -116,12 +160,26 @@ active:
   returned: success
   type: bool
   sample: false
+differs:
+  description:
+    - Whether the boot configuration differs from the wanted one, that is whether a run writes (also
+      in check mode, and unaffected by a task's C(changed_when)).
+  returned: success
+  type: bool
+  sample: true
 reboot_required:
   description: Whether a reboot is needed for the running kernel to have the wanted state.
   returned: success
   type: bool
   sample: true
+problems:
+  description: On failure, every problem found (each names the value, the rule and the fix).
+  returned: failure
+  type: list
+  elements: str
 """
+
+import os
 
 from ansible.module_utils.basic import AnsibleModule
 
@@ -129,7 +187,12 @@ from ansible_collections.numa.kube.plugins.module_utils import file_update
 from ansible_collections.numa.kube.plugins.module_utils.kernel_cmdline import (
     KernelCmdlineError,
     apply_params,
+    check_allow,
+    check_dangerous,
+    check_grub_default_path,
     check_params,
+    check_variable,
+    grubby_files,
     parse_grubby_info,
     plan_grub_default,
     satisfied,
@@ -158,7 +221,8 @@ def _grubby(module, present, absent, result):
         rc, out, err = module.run_command(command)
         if rc != 0:
             module.fail_json(msg="%s failed: %s" % (" ".join(command), err or out))
-    result.update(kernels=after, params=after[0]["args"], grub_update_required=False)
+    result.update(kernels=after, params=after[0]["args"], grub_update_required=False, files=grubby_files(),
+                  differs=changed)
     return changed
 
 
@@ -167,6 +231,7 @@ def main():
         argument_spec=dict(
             present=dict(type="list", elements="str", default=[]),
             absent=dict(type="list", elements="str", default=[]),
+            allow=dict(type="list", elements="str", default=[]),
             method=dict(type="str", default="auto", choices=["auto", "grubby", "grub_default"]),
             grub_default_path=dict(type="path", default="/etc/default/grub"),
             variable=dict(type="str", default="GRUB_CMDLINE_LINUX"),
@@ -178,15 +243,20 @@ def main():
     )
     params = module.params
     present, absent = params["present"], params["absent"]
-    problems = check_params(present, "present") + check_params(absent, "absent")
+    problems = check_params(present, "present") + check_params(absent, "absent") + check_allow(params["allow"])
     clash = sorted(set(present) & set(absent))
     if clash:
         problems.append("%s cannot be both present and absent" % ", ".join(clash))
-    if problems:
-        module.fail_json(msg=" | ".join(problems), problems=problems)
+    problems += check_dangerous(present, absent, params["allow"])
     method = params["method"]
     if method == "auto":
         method = "grubby" if module.get_bin_path("grubby") else "grub_default"
+    problems += check_variable(params["variable"])
+    # the file's type matters only where it is written; its path's form always
+    problems += check_grub_default_path(params["grub_default_path"],
+                                        lstat=os.lstat if method == "grub_default" else None)
+    if problems:
+        module.fail_json(msg=" | ".join(problems), problems=problems)
     result = dict(method=method)
     if method == "grubby":
         changed = _grubby(module, present, absent, result)
@@ -203,7 +273,8 @@ def main():
         if module._diff:
             result["diff"] = file_update.diff(path, current, new_text)
         changed = file_update.apply(module, path, current, new_text, changed, result, backup=params["backup"])
-        result.update(params=new_params, grub_update_required=new_text != current)
+        result.update(params=new_params, grub_update_required=new_text != current, files=[path],
+                      differs=new_text != current)
     running = (file_update.read_text(params["proc_cmdline_path"]) or "").split()
     result["active"] = satisfied(running, present, absent)
     result["reboot_required"] = not result["active"]

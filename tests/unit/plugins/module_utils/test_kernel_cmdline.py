@@ -5,12 +5,20 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import os
+
 import pytest
 
 from ansible_collections.numa.kube.plugins.module_utils.kernel_cmdline import (
+    DANGEROUS,
     KernelCmdlineError,
     apply_params,
+    check_allow,
+    check_dangerous,
+    check_grub_default_path,
     check_params,
+    check_variable,
+    grubby_files,
     parse_grubby_info,
     plan_grub_default,
     satisfied,
@@ -121,3 +129,113 @@ def test_existing_quoted_parameters_are_not_rewritten():
     text = 'GRUB_CMDLINE_LINUX="a=\\"x y\\" b"\n'
     with pytest.raises(KernelCmdlineError, match="quotes or backslashes"):
         plan_grub_default(text, "GRUB_CMDLINE_LINUX", ["c"])
+
+
+# the variable: a shell name, one of grub's command-line variables -----------------------------------
+
+@pytest.mark.parametrize("variable", ["$(touch${IFS}/tmp/x)", "GRUB_CMDLINE_LINUX;id", "1GRUB", "", "GRUB CMDLINE",
+                                      "GRUB_CMDLINE_LINUX\nX", "`id`", "GRUB-CMDLINE", None])
+def test_a_variable_that_is_not_a_shell_name_is_refused(variable):
+    problems = check_variable(variable)
+    assert len(problems) == 1 and "must be a shell variable name" in problems[0] and repr(variable) in problems[0]
+
+
+def test_only_grubs_command_line_variables_are_edited():
+    assert check_variable("GRUB_CMDLINE_LINUX") == [] and check_variable("GRUB_CMDLINE_LINUX_DEFAULT") == []
+    problems = check_variable("GRUB_DEFAULT")
+    assert "only grub's kernel command-line variables" in problems[0] and "GRUB_CMDLINE_LINUX" in problems[0]
+
+
+def test_plan_grub_default_refuses_an_injected_variable_and_writes_nothing():
+    with pytest.raises(KernelCmdlineError, match="must be a shell variable name"):
+        plan_grub_default(DEBIAN, "$(touch${IFS}/tmp/x)", ["a=1"])
+
+
+# the grub defaults file's path --------------------------------------------------------------------------
+
+@pytest.mark.parametrize("path,message", [
+    ("", "give the absolute path"), ("etc/default/grub", "give the absolute path"),
+    ("/etc/default/../passwd", "without . or .. parts"), ("/etc/default//grub", "without . or .. parts"),
+])
+def test_grub_default_path_form(path, message):
+    problems = check_grub_default_path(path, lstat=None)
+    assert len(problems) == 1 and message in problems[0] and repr(path) in problems[0]
+
+
+def test_grub_default_path_must_be_a_regular_file_or_absent(tmp_path):
+    grub = tmp_path / "grub"
+    grub.write_text("GRUB_TIMEOUT=5\n")
+    assert check_grub_default_path(str(grub)) == []
+    assert check_grub_default_path(str(tmp_path / "missing")) == []
+    assert "not a regular file" in check_grub_default_path(str(tmp_path))[0]
+    link = tmp_path / "link"
+    link.symlink_to(grub)
+    assert "symbolic link" in check_grub_default_path(str(link))[0]
+    assert check_grub_default_path(str(link), lstat=None) == [], "grubby hosts: the form only"
+
+
+# parameters that can take a node away -------------------------------------------------------------------
+
+@pytest.mark.parametrize("param,why", [
+    ("init=/bin/sh", "first program the kernel starts"), ("rdinit=/bin/sh", "first program the kernel starts"),
+    ("root=/dev/sdz9", "root file system"), ("rootflags=ro", "root file system"), ("rootfstype=xfs", "root file system"),
+    ("rd.lvm.lv=vg/root", "root file system"), ("mem=512M", "memory"), ("memmap=1G@4G", "memory"),
+    ("maxcpus=1", "CPU Manager state"), ("nr_cpus=1", "CPU Manager state"), ("possible_cpus=1", "CPU Manager"),
+    ("nosmp", "CPU Manager"), ("panic=0", "kernel panic"), ("module_blacklist=virtio_net", "network"),
+    ("modprobe.blacklist=nvme", "disk"), ("systemd.unit=rescue.target", "rescue or emergency"),
+    ("rd.break", "rescue or emergency"), ("single", "rescue or emergency"), ("S", "rescue or emergency"),
+    ("1", "rescue or emergency"), ("emergency", "rescue or emergency"), ("rescue", "rescue or emergency"),
+    ("systemd.debug_shell", "root shell"),
+])
+def test_parameters_that_can_take_a_node_away_are_refused(param, why):
+    problems = check_dangerous([param], [])
+    assert len(problems) == 1, problems
+    name = param.split("=", 1)[0]
+    assert repr(param) in problems[0] and why in problems[0]
+    assert "add %r to the allow option (role variable kernel_args_allow)" % name in problems[0]
+    assert check_dangerous([param], [], allow=[name]) == []
+
+
+@pytest.mark.parametrize("param", ["root", "root=UUID=0b6f3d2e", "init", "rd.lvm.lv=vg/root", "panic"])
+def test_removing_them_is_refused_too(param):
+    problems = check_dangerous([], [param])
+    assert len(problems) == 1 and problems[0].startswith("absent: %r is refused" % param)
+    assert "removing it is as risky as setting it" in problems[0]
+    assert check_dangerous([], [param], allow=[param.split("=", 1)[0]]) == []
+
+
+@pytest.mark.parametrize("param", ["isolcpus=managed_irq,domain,2-5", "nohz_full=2-7", "rcu_nocbs=2-7",
+                                   "console=ttyS0,115200n8", "hugepages=16", "numa_balancing=disable",
+                                   "mem_sampling_on", "numa_icon=enable", "irqaffinity=0-1", "memory_hotplug"])
+def test_numa_tuning_and_the_console_need_no_allowing(param):
+    assert check_dangerous([param], [param]) == []
+
+
+def test_every_dangerous_name_passes_the_grammar():
+    """Each name must be reachable: one the grammar refused first would never need allowing."""
+    assert check_params(sorted(DANGEROUS), "present") == []
+
+
+def test_allow_takes_names_only():
+    assert check_allow(["init", "rd.break", "maxcpus"]) == []
+    problems = check_allow(["init=/bin/sh", "", "a b"])
+    assert len(problems) == 3 and "without =value" in problems[0]
+
+
+# the files grubby writes -----------------------------------------------------------------------------------
+
+def test_grubby_files_lists_entries_and_follows_links(tmp_path):
+    entries = tmp_path / "boot" / "loader" / "entries"
+    entries.mkdir(parents=True)
+    for name in ("abc-6.6.0.conf", "abc-0-rescue.conf"):
+        (entries / name).write_text("options root=/dev/vda1\n")
+    (entries / "notes.txt").write_text("")
+    efi = tmp_path / "boot" / "efi" / "EFI" / "openEuler"
+    efi.mkdir(parents=True)
+    (efi / "grubenv").write_text("# GRUB Environment Block\n")
+    (tmp_path / "boot" / "grub2").mkdir()
+    os.symlink("../efi/EFI/openEuler/grubenv", str(tmp_path / "boot" / "grub2" / "grubenv"))
+    files = grubby_files(root=str(tmp_path))
+    assert files == sorted(["/boot/efi/EFI/openEuler/grubenv", "/boot/grub2/grub.cfg", "/etc/default/grub",
+                            "/boot/loader/entries/abc-0-rescue.conf", "/boot/loader/entries/abc-6.6.0.conf",
+                            "/etc/kernel/cmdline"])
