@@ -14,14 +14,36 @@ short_description: Record a disruptive change on a node, and undo an unfinished 
 version_added: "0.1.0"
 description:
   - Keeps a marker on the node for the time a disruptive change (kubelet or containerd restart,
-    reboot) is under way, holding the exact previous bytes, mode and owner of every file the change
-    may touch, whether the node was unschedulable before, the services involved and the steps
-    reached.
+    reboot) is under way, holding every file the change may touch as it was, whether the node was
+    unschedulable before, the services involved, the steps reached and the run that owns the change.
+  - A regular file is kept with its bytes, mode, owner and extended attributes (C(security.selinux)
+    and ACLs included). A symbolic link is kept as the link (its target); where it leads is recorded
+    too (a regular file, or nothing yet), so a change that writes through the link is put back as
+    well. Directories, devices, FIFOs and sockets are refused by O(state=begin), naming each, and
+    so are regular files over 64 MiB.
   - The marker survives the controller. A later run finds it with O(state=query), puts every
     recorded file back with O(state=restore), restores the services and schedulability, and closes
     it with O(state=finish).
   - Opening a marker that exists already keeps what was recorded first and only adds new files and
     services, so an interrupted run never replaces the true previous state with a half-done one.
+  - One run owns the record. O(state=begin) records O(owner); every call of the owner that changes
+    the record (O(state=begin), O(state=step), O(state=restore), O(state=finish)) refreshes the
+    owner's heartbeat. Another run may change the record only when it has no owner (a record of an
+    older release, or one planted by hand), when the owner's lease has run out (no heartbeat for
+    the O(lease) the owner asked for), or with O(take_over). Otherwise the module fails without
+    changing anything, naming the owner, and returns it in RV(owner).
+  - Every reading and writing of the record holds C(flock) on C(<folder>/.lock) (exclusive to
+    change it, shared to read it), waiting up to 30 seconds for another task to let go; then it
+    fails naming the lock.
+  - Saved copies, the marker and every restored file are written to a temporary file that is
+    fsynced and renamed into place, and the folder is fsynced after the rename (and after every
+    removal). A restored regular file that has other hard links is rewritten in place (truncated,
+    written, fsynced) instead, so every link sees it; a hard link the change itself split stays
+    split.
+  - A marker written by the previous release (version 1) is read as a record without owner whose
+    extended attributes are unknown (left as they are); it is written back as version 2. A marker
+    that is valid JSON but lacks what a record has (or has it of the wrong type) is refused with
+    what is wrong, where the saved copies are and what to do.
   - The roles of this collection use it through the C(numa.kube.rollout) role; it is rarely called
     directly.
 author:
@@ -34,16 +56,21 @@ options:
         change (files that did not exist are removed) and keeps the marker; before it writes the
         first file it records the step C(restoring files), so that a later run knows the services
         may be running on files that are no longer on disk. C(finish) removes the
-        marker and the saved copies.
+        marker and the saved copies (the lock file C(.lock) stays).
     type: str
     choices: [query, begin, step, restore, finish]
     default: query
   folder:
-    description: Where the marker and the saved copies live (created mode 0700).
+    description:
+      - Where the marker, the saved copies and the lock live (created mode 0700).
+      - Must be an absolute path in normal form (no C(.), C(..) or C(//)), not C(/), and not
+        something other than a folder.
     type: path
     default: /var/lib/numa-kube/rollout
   files:
-    description: With O(state=begin), absolute paths of the files the change may write or remove.
+    description:
+      - With O(state=begin), absolute paths (in normal form) of the files the change may write or
+        remove. Each must be a regular file, a symbolic link or absent.
     type: list
     elements: path
     default: []
@@ -58,21 +85,64 @@ options:
         when the API cannot be asked. Kept from the first opening.
     type: bool
   reason:
-    description: With O(state=begin), what the change is, for messages.
+    description: With O(state=begin), what the change is, for messages (at most 1000 characters).
     type: str
     default: ""
   step:
-    description: With O(state=step), the step reached.
+    description: With O(state=step), the step reached (at most 1000 characters).
     type: str
+  owner:
+    description:
+      - The run making the change, usually C(lookup('numa.kube.rollout_owner')). Recorded by
+        O(state=begin) with a heartbeat (the node's clock) and O(lease); refreshed by every call of
+        the same run that changes the record.
+      - Omitted, the call has no identity - it may change only a record without owner, or one
+        whose lease ran out, or with O(take_over); a record it takes over is left without owner.
+    type: dict
+    suboptions:
+      run_id:
+        description: Names the run; unique per ansible-playbook process.
+        type: str
+        required: true
+      controller:
+        description: The controller's host name.
+        type: str
+      user:
+        description: The user running the play.
+        type: str
+      pid:
+        description: The ansible-playbook main process on the controller.
+        type: int
+      pid_start:
+        description: That process's start time (field 22 of C(/proc/<pid>/stat)).
+        type: str
+  lease:
+    description:
+      - Seconds the record stays owned by O(owner) without a heartbeat, from 60 to 86400. The lease
+        recorded with the owner is the one that counts for others.
+    type: int
+    default: 3600
+  take_over:
+    description:
+      - The C(run_id) of the record's owner, which the caller established is gone (for example
+        with P(numa.kube.rollout_owner_gone#filter)), or C(*) to take the record from whatever run
+        owns it (an operator's force switch). The old owner goes to C(previous_owners) in the
+        marker. A run id that is not the owner's takes nothing over.
+    type: str
+    default: ""
 attributes:
   check_mode:
     support: full
-    description: Nothing is written; the results tell what a real run would do.
+    description: Nothing is written; the results tell what a real run would do (refusals included).
   diff_mode:
     support: none
     description: The record is shown in the results, not as a diff.
 seealso:
   - module: numa.kube.kubelet_config
+  - plugin: numa.kube.rollout_owner
+    plugin_type: lookup
+  - plugin: numa.kube.rollout_owner_gone
+    plugin_type: filter
 """
 
 EXAMPLES = r"""
@@ -88,10 +158,14 @@ EXAMPLES = r"""
     services: [kubelet]
     unschedulable: false
     reason: kubelet configuration
+    owner: "{{ lookup('numa.kube.rollout_owner') }}"
+    lease: 3600
 
-- name: Put the previous files back
+- name: Put the previous files back, taking over from a run of this controller that died
   numa.kube.rollout_state:
     state: restore
+    owner: "{{ lookup('numa.kube.rollout_owner') }}"
+    take_over: "{{ rollout.owner.run_id if rollout.owner | numa.kube.rollout_owner_gone else '' }}"
 """
 
 RETURN = r"""
@@ -102,11 +176,42 @@ active:
   sample: true
 marker:
   description:
-    - The marker - C(unschedulable) before the change (null when unknown), C(services), C(files)
-      (path, existed, mode, owner, checksum), C(steps), C(started), C(reason). Empty when none.
+    - The marker - C(version) (2), C(unschedulable) before the change (null when unknown),
+      C(services), C(files), C(steps), C(started), C(reason), C(owner) (as RV(owner)) and
+      C(previous_owners) (owners taken over, each with C(replaced), the time, and C(replaced_by),
+      the run id that took over). Empty when none.
+    - Each of C(files) has C(path) and C(existed); a regular file also C(type=file), C(saved) (its
+      copy in the folder), C(mode), C(uid), C(gid), C(links) (hard links then), C(sha256) and
+      C(xattrs) (name to base64 value); a link C(type=link), C(target), C(uid), C(gid) and
+      C(xattrs).
   returned: always
   type: dict
-  sample: {unschedulable: false, services: [kubelet], steps: [drained]}
+  sample: {version: 2, unschedulable: false, services: [kubelet], steps: [drained], owner: {run_id: "ctl:4242:98765"}}
+owner:
+  description:
+    - The owner of the record after the action - C(run_id), C(controller), C(user), C(pid),
+      C(pid_start) as given in O(owner), with C(heartbeat) (epoch seconds, node clock) and C(lease)
+      (seconds). Empty when the record has none or there is no record.
+    - When the module fails because another live run owns the record, that run.
+  returned: always
+  type: dict
+  sample: {run_id: "ctl:4242:98765:1a2b3c4d", controller: ctl, user: ops, pid: 4242, pid_start: "98765",
+           heartbeat: 1764000000, lease: 3600}
+owner_expired:
+  description: True when there is no owner or its lease has run out (another run may take over).
+  returned: always
+  type: bool
+  sample: false
+owner_age:
+  description: Seconds since the owner's heartbeat; null without owner.
+  returned: always
+  type: int
+  sample: 42
+taken_over:
+  description: The owner this call replaced (lease run out or O(take_over)); empty when none.
+  returned: success
+  type: dict
+  sample: {}
 resumed:
   description: With O(state=begin), whether an earlier, unfinished change was found and extended.
   returned: state is begin
@@ -114,9 +219,10 @@ resumed:
   sample: false
 differs:
   description:
-    - With O(state=query) or O(state=restore), the recorded files whose bytes, mode or owner differ
-      from what they were before the change (before the restore, for O(state=restore)). Empty when
-      the change never reached its files, so nothing needs to stop or restart.
+    - With O(state=query) or O(state=restore), the recorded files whose type, bytes, link target,
+      mode, owner or extended attributes differ from what they were before the change (before the
+      restore, for O(state=restore)). Empty when the change never reached its files, so nothing
+      needs to stop or restart.
   returned: state is query or restore
   type: list
   elements: str
@@ -136,91 +242,58 @@ restored:
   elements: str
   sample: [/var/lib/kubelet/config.yaml]
 summary:
-  description: One sentence about the change under way.
+  description: One sentence about the change under way, with its owner.
   returned: always
   type: str
   sample: change started at 2026-11-23 10:00:00 UTC (kubelet configuration), last step 'drained', ...
+problems:
+  description: When the module fails on its input or the record, every problem found.
+  returned: failure
+  type: list
+  elements: str
 """
 
-import json
-import os
-
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.numa.kube.plugins.module_utils import rollout
-
-
-def _write_marker(node, folder, marker):
-    node.write(os.path.join(folder, rollout.MARKER_NAME), json.dumps(marker, indent=1, sort_keys=True).encode(),
-               0o600)
+from ansible_collections.numa.kube.plugins.module_utils import rollout, rollout_owner
 
 
 def main():
     module = AnsibleModule(
         argument_spec=dict(
-            state=dict(type="str", default="query", choices=["query", "begin", "step", "restore", "finish"]),
+            state=dict(type="str", default="query", choices=list(rollout.STATES)),
             folder=dict(type="path", default=rollout.DEFAULT_DIR),
             files=dict(type="list", elements="path", default=[]),
             services=dict(type="list", elements="str", default=[]),
             unschedulable=dict(type="bool"),
             reason=dict(type="str", default=""),
             step=dict(type="str"),
+            owner=dict(type="dict", options=dict(
+                run_id=dict(type="str", required=True),
+                controller=dict(type="str"),
+                user=dict(type="str"),
+                pid=dict(type="int"),
+                pid_start=dict(type="str"),
+            )),
+            lease=dict(type="int", default=rollout_owner.LEASE_DEFAULT),
+            take_over=dict(type="str", default=""),
         ),
         required_if=[("state", "step", ["step"])],
         supports_check_mode=True,
     )
     params = module.params
-    folder = params["folder"]
-    node = rollout.Node("/")
-    state = params["state"]
     try:
-        marker = rollout.load_marker(node, folder)
-        result = dict(changed=False)
-        if state == "begin":
-            new, copies = rollout.plan_begin(marker, params["files"], params["services"], params["unschedulable"],
-                                             params["reason"], node, folder)
-            result["resumed"] = marker is not None
-            result["changed"] = new != marker
-            if result["changed"] and not module.check_mode:
-                for _path, name, data in copies:
-                    node.write(os.path.join(folder, name), data, 0o600)
-                _write_marker(node, folder, new)  # after the copies: a marker never points at a missing copy
-            marker = new
-        elif state == "step":
-            if marker is None:
-                module.fail_json(msg="no rollout marker in %s: open one with state=begin first" % folder)
-            marker = dict(marker, steps=marker.get("steps", []) + [params["step"]])
-            result["changed"] = True
-            if not module.check_mode:
-                _write_marker(node, folder, marker)
-        elif state in ("query", "restore"):
-            plan = [item for item in (rollout.plan_restore(marker, node, folder) if marker else [])
-                    if item[0] != "keep"]
-            result.update(differs=[entry["path"] for _action, entry, _data in plan],
-                          restore_started=rollout.restore_started(marker))
-            if state == "restore":
-                result.update(restored=result["differs"], changed=bool(plan))
-                if plan and not module.check_mode:
-                    if not result["restore_started"]:
-                        marker = dict(marker, steps=marker.get("steps", []) + [rollout.RESTORING_STEP])
-                        _write_marker(node, folder, marker)  # before the first file is written back
-                    for action, entry, data in plan:
-                        if action == "remove":
-                            node.remove(entry["path"])
-                        else:
-                            node.write(entry["path"], data, entry["mode"], entry["uid"], entry["gid"])
-        elif state == "finish":
-            result["changed"] = marker is not None
-            if marker is not None and not module.check_mode:
-                for entry in marker.get("files", []):
-                    if entry.get("saved"):
-                        node.remove(os.path.join(folder, entry["saved"]))
-                node.remove(os.path.join(folder, rollout.MARKER_NAME))
-            marker = None
+        result = rollout.run_state(
+            rollout.Node("/"), params["state"], folder=params["folder"], files=params["files"],
+            services=params["services"], unschedulable=params["unschedulable"], reason=params["reason"],
+            step=params["step"], owner=params["owner"], lease=params["lease"], take_over=params["take_over"],
+            check_mode=module.check_mode)
+    except rollout.OwnerRefused as exc:
+        module.fail_json(msg=" | ".join(exc.problems), problems=exc.problems, owner=exc.owner or {},
+                         owner_expired=False, owner_age=exc.owner_age)
     except rollout.RolloutError as exc:
         module.fail_json(msg=" | ".join(exc.problems), problems=exc.problems)
     except (IOError, OSError) as exc:
-        module.fail_json(msg="rollout marker in %s: %s" % (folder, exc))
-    result.update(active=marker is not None, marker=marker or {}, summary=rollout.describe(marker))
+        module.fail_json(msg="rollout record in %s: %s" % (params["folder"], exc))
     module.exit_json(**result)
 
 

@@ -144,7 +144,8 @@ def test_module_begin_restore_finish_round_trip(tmp_path):
     failed, result = run(rollout_state, dict(common, state="restore"))
     assert not result["changed"], "a second restore has nothing to do"
     failed, result = run(rollout_state, dict(common, state="finish"))
-    assert result["changed"] and not result["active"] and os.listdir(folder) == []
+    assert result["changed"] and not result["active"] and os.listdir(folder) == [rollout.LOCK_NAME], \
+        "the copies and the marker are gone; the lock stays (a waiting run holds it open)"
     failed, result = run(rollout_state, dict(common, state="query"))
     assert not result["active"] and result["summary"] == "no change under way"
 

@@ -1,0 +1,176 @@
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""A marker that is valid JSON but damaged is refused with what is wrong and what to do, by every
+state of the module, never with a KeyError or TypeError."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import copy
+import json
+import os
+
+import pytest
+
+from ansible_collections.numa.kube.plugins.module_utils import rollout
+from ansible_collections.numa.kube.plugins.modules import rollout_state
+from ansible_collections.numa.kube.tests.unit.plugins.modules.module_runner import run
+
+OWNER = {"run_id": "ctl:1:2", "controller": "ctl", "user": "u", "pid": 1, "pid_start": "2"}
+
+
+def good_marker(tmp_path):
+    """A marker this release writes: a regular file, a link and a file that did not exist."""
+    node = rollout.Node(str(tmp_path))
+    os.makedirs(node.path("/etc/k"))
+    with open(node.path("/etc/k/real.conf"), "wb") as handle:
+        handle.write(b"x\n")
+    os.symlink("/elsewhere/none", node.path("/etc/k/link"))
+    result = rollout.run_state(node, "begin", folder="/rollout", files=["/etc/k/real.conf", "/etc/k/link",
+                                                                        "/etc/k/absent"], owner=OWNER)
+    return node, result["marker"]
+
+
+def entry(marker, kind):
+    for item in marker["files"]:
+        if kind == "absent" and not item["existed"] or item.get("type") == kind:
+            return item
+    raise AssertionError(kind)
+
+
+def set_key(where, key, value):
+    def change(marker):
+        target = entry(marker, where) if where in ("file", "link", "absent") else marker.get(where, marker) \
+            if where else marker
+        target[key] = value
+    return change
+
+
+def drop_key(where, key):
+    def change(marker):
+        target = entry(marker, where) if where in ("file", "link", "absent") else marker
+        del target[key]
+    return change
+
+
+def replace(value):
+    return lambda marker: value
+
+
+DAMAGE = [
+    ("files is not a list", set_key(None, "files", "/etc/k/real.conf"), "files is \"/etc/k/real.conf\", not a list"),
+    ("files is an object", set_key(None, "files", {"path": "/x"}), "not a list"),
+    ("files missing", drop_key(None, "files"), "it has no files"),
+    ("an entry is a string", set_key(None, "files", ["/etc/x"]), "files[0] is \"/etc/x\", not an object"),
+    ("an entry without path", drop_key("file", "path"), "has no absolute path"),
+    ("a relative path", set_key("file", "path", "etc/x"), "has no absolute path (path is \"etc/x\")"),
+    ("a path that is a number", set_key("file", "path", 7), "has no absolute path"),
+    ("existed missing", drop_key("file", "existed"), ".existed is null, not true or false"),
+    ("existed as text", set_key("file", "existed", "yes"), ".existed is \"yes\""),
+    ("saved missing for an existing file", drop_key("file", "saved"), ".saved is null"),
+    ("saved leads out of the folder", set_key("file", "saved", "../../etc/shadow"), ".saved is \"../../etc/shadow\""),
+    ("mode as text", set_key("file", "mode", "0644"), ".mode is \"0644\", not a file mode"),
+    ("mode as a bool", set_key("file", "mode", True), ".mode is true"),
+    ("mode out of range", set_key("file", "mode", 70000), ".mode is 70000"),
+    ("uid missing", drop_key("file", "uid"), ".uid is null"),
+    ("gid negative", set_key("file", "gid", -1), ".gid is -1"),
+    ("sha256 missing", drop_key("file", "sha256"), ".sha256 is null"),
+    ("sha256 too short", set_key("file", "sha256", "abc"), ".sha256 is \"abc\""),
+    ("links zero", set_key("file", "links", 0), ".links is 0"),
+    ("type unknown", set_key("file", "type", "directory"), ".type is \"directory\""),
+    ("type missing in version 2", drop_key("file", "type"), ".type is null"),
+    ("link target missing", drop_key("link", "target"), ".target is null"),
+    ("link target a number", set_key("link", "target", 5), ".target is 5"),
+    ("xattrs a list", set_key("file", "xattrs", ["user.x"]), ".xattrs is [\"user.x\"], not an object"),
+    ("xattrs value not base64", set_key("file", "xattrs", {"user.x": "!!!"}), "xattrs[\"user.x\"] is not base64"),
+    ("xattrs value a number", set_key("file", "xattrs", {"user.x": 1}), "not base64 text"),
+    ("a path recorded twice", lambda m: m["files"].append(dict(entry(m, "absent"))), "is recorded twice"),
+    ("steps not a list", set_key(None, "steps", "drained"), "steps is \"drained\", not a list of texts"),
+    ("steps holding a number", set_key(None, "steps", ["drained", 3]), "not a list of texts"),
+    ("services as text", set_key(None, "services", "kubelet"), "services is \"kubelet\""),
+    ("services missing", drop_key(None, "services"), "it has no services"),
+    ("unschedulable as text", set_key(None, "unschedulable", "no"), "unschedulable is \"no\""),
+    ("started missing", drop_key(None, "started"), "it has no started"),
+    ("started as text", set_key(None, "started", "yesterday"), "started is \"yesterday\""),
+    ("reason null", set_key(None, "reason", None), "reason is null, not a string"),
+    ("owner a list", set_key(None, "owner", ["ctl:1:2"]), "owner is [\"ctl:1:2\"], not an object"),
+    ("owner without run_id", lambda m: m["owner"].pop("run_id") and None, "owner has no run_id"),
+    ("owner heartbeat as text", set_key("owner", "heartbeat", "now"), "owner.heartbeat is \"now\""),
+    ("owner pid as text", set_key("owner", "pid", "12"), "owner.pid is \"12\""),
+    ("owner lease as text", set_key("owner", "lease", "1h"), "owner.lease is \"1h\""),
+    ("previous owners an object", set_key(None, "previous_owners", {}), "previous_owners is {}, not a list"),
+    ("a previous owner as text", set_key(None, "previous_owners", ["a"]), "previous_owners[0] is \"a\""),
+]
+
+
+def damaged(tmp_path, change):
+    node, marker = good_marker(tmp_path)
+    marker = copy.deepcopy(marker)
+    result = change(marker)
+    marker = marker if result is None else result
+    path = node.path(os.path.join("/rollout", rollout.MARKER_NAME))
+    with open(path, "w") as handle:
+        json.dump(marker, handle)
+    return node
+
+
+def test_enough_kinds_of_damage():
+    assert len(DAMAGE) >= 27
+
+
+@pytest.mark.parametrize("name,change,words", DAMAGE, ids=[d[0] for d in DAMAGE])
+def test_damaged_markers_are_refused_with_what_to_do(tmp_path, name, change, words):
+    node = damaged(tmp_path, change)
+    with pytest.raises(rollout.RolloutError) as caught:
+        rollout.load_marker(node, "/rollout")
+    message = str(caught.value)
+    assert "the rollout marker /rollout/marker.json is damaged (" in message
+    assert words in message, message
+    assert "copies of the recorded files are in /rollout" in message and "then remove /rollout" in message
+
+
+@pytest.mark.parametrize("name,change,words", DAMAGE, ids=[d[0] for d in DAMAGE])
+def test_every_state_fails_cleanly_on_a_damaged_marker(tmp_path, name, change, words):
+    node = damaged(tmp_path, change)
+    folder = node.path("/rollout")
+    marker = os.path.join(folder, rollout.MARKER_NAME)
+    with open(marker, "rb") as handle:
+        before = handle.read()
+    for state in ("query", "begin", "step", "restore", "finish"):
+        failed, result = run(rollout_state, {"folder": folder, "state": state, "step": "x", "owner": OWNER})
+        assert failed and "is damaged" in result["msg"] and words in result["msg"], (state, result)
+    with open(marker, "rb") as handle:
+        assert handle.read() == before, "nothing was written"
+
+
+@pytest.mark.parametrize("content,words", [
+    (b"{not json", "is damaged (Expecting property name"),
+    (b"[1, 2]", "is damaged (it holds [1, 2], not an object)"),
+    (b"\"text\"", "not an object"),
+    (b"{\"version\": 99}", "has version 99; this numa.kube reads versions 1, 2"),
+    (b"{\"version\": \"1\"}", "has version \"1\""),
+    (b"{\"version\": true}", "has version true"),
+    (b"\xff\xfe", "is damaged"),
+])
+def test_markers_that_are_not_records(tmp_path, content, words):
+    node = rollout.Node(str(tmp_path))
+    os.makedirs(node.path("/rollout"))
+    with open(node.path("/rollout/marker.json"), "wb") as handle:
+        handle.write(content)
+    with pytest.raises(rollout.RolloutError) as caught:
+        rollout.load_marker(node, "/rollout")
+    assert words in str(caught.value)
+
+
+def test_a_marker_that_is_not_a_regular_file(tmp_path):
+    node = rollout.Node(str(tmp_path))
+    os.makedirs(node.path("/rollout/marker.json"))
+    with pytest.raises(rollout.RolloutError, match="is not a regular file"):
+        rollout.load_marker(node, "/rollout")
+
+
+def test_the_good_marker_loads(tmp_path):
+    node, marker = good_marker(tmp_path)
+    assert rollout.load_marker(node, "/rollout") == marker
+    assert [e.get("type") for e in marker["files"]] == ["file", "link", None]
