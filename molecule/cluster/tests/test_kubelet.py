@@ -9,9 +9,12 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import getpass
 import json
 import os
+import re
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -22,7 +25,7 @@ import yaml
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "resources"))
 from testlib import (AuditLog, PausedGuest, configz, cpu_list, exporter_metrics,  # noqa: E402 pylint: disable=wrong-import-position
-                     node_cpus, run_playbook, wait_kubelet_healthy)
+                     node_cpus, run_playbook, wait, wait_kubelet_healthy)
 
 testinfra_hosts = ["ansible://numa-kubelet"]
 
@@ -213,6 +216,153 @@ def test_a_change_that_never_reached_its_files_is_closed_without_a_restart(host)
     assert not host.file(MARKER).exists, "the record is closed"
     assert host.check_output("systemctl show -p MainPID --value kubelet") == pid, "kubelet was restarted"
     assert AUDIT.node_requests(since=mark) == []
+
+
+# --- a drain is done only when the node is empty -------------------------------------------------
+
+def bare_pod(name, labels=None, grace=1):
+    """A BestEffort pod without a controller on NODE (the drain evicts it: the test runs force it)."""
+    return {
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "namespace": "default", "labels": labels or {}},
+        "spec": {"nodeName": NODE, "automountServiceAccountToken": False, "terminationGracePeriodSeconds": grace,
+                 "containers": [{"name": "main", "image": "numa.kube/busybox:test", "imagePullPolicy": "Never"}]},
+    }
+
+
+def a_change_that_drains(host):
+    """kubelet settings that differ from the running ones and make cpu_manager_state stale: the
+    envelope must drain NODE before kubelet restarts."""
+    running = configz(host).get("cpuManagerPolicyOptions") or {}
+    flipped = "false" if running.get("full-pcpus-only") == "true" else "true"
+    return dict(API, kubelet_cpu_manager_policy_options={"full-pcpus-only": flipped})
+
+
+def kubelet_pid(host):
+    return host.check_output("systemctl show -p MainPID --value kubelet")
+
+
+def assert_nothing_changed(host, api, before_config, before_pid, output):
+    assert host.file(CONFIG).sha256sum == before_config, "the kubelet configuration was written"
+    assert kubelet_pid(host) == before_pid, "kubelet was restarted"
+    assert not host.file(MARKER).exists, "the change record was left open"
+    assert not api.read_node(NODE).spec.unschedulable, "the node was schedulable before and must be again"
+    assert "stopped before it changed anything on %s" % NODE in output, output[-3000:]
+
+
+def schedulable_again(api):
+    """After a test that failed half way: the later tests need NODE in service."""
+    if api.read_node(NODE).spec.unschedulable:
+        api.patch_node(NODE, {"spec": {"unschedulable": False}})
+
+
+def test_a_drain_a_disruption_budget_blocks_fails_before_anything_disruptive(host, api):
+    """A PodDisruptionBudget that allows no disruption refuses the eviction (429): the node's change
+    fails naming the pod, the node is schedulable again, the record closed, kubelet neither
+    restarted nor reconfigured."""
+    policy = kubernetes.client.PolicyV1Api()
+    labels = {"app": "numa-test-guarded"}
+    api.create_namespaced_pod("default", bare_pod("numa-test-guarded", labels))
+    policy.create_namespaced_pod_disruption_budget("default", {
+        "apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": "numa-test-guarded"},
+        "spec": {"minAvailable": 1, "selector": {"matchLabels": labels}}})
+    try:
+        wait_pod(api, "numa-test-guarded", lambda p: p.status.phase == "Running")
+
+        def budget_settled():
+            budget = policy.read_namespaced_pod_disruption_budget("numa-test-guarded", "default")
+            return (budget.status and budget.status.observed_generation == budget.metadata.generation
+                    and budget.status.current_healthy == 1 and budget.status.disruptions_allowed == 0)
+        wait("the disruption controller counts the guarded pod", budget_settled, timeout=120, interval=2)
+        before_config, before_pid = host.file(CONFIG).sha256sum, kubelet_pid(host)
+        mark = AUDIT.mark()
+        result = run_site(dict(a_change_that_drains(host), rollout_drain_timeout=30))
+        output = result.stdout + result.stderr
+        print("\n".join(line for line in output.splitlines() if "pod(s) on it" in line)[:2000])
+        assert result.returncode != 0, "the run must fail: the drain left a pod"
+        assert re.search(r"left \d+ pod\(s\) on it: [^.]*default/numa-test-guarded[,.]", output), output[-3000:]
+        assert "disruption budget" in output, output[-3000:]
+        assert_nothing_changed(host, api, before_config, before_pid, output)
+        seen = AUDIT.node_requests(since=mark)
+        assert seen and seen[0] == ("cordon", NODE) and seen[-1] == ("uncordon", NODE), seen
+        assert ("evict", "numa-test-guarded") not in seen, seen
+        assert api.read_namespaced_pod("numa-test-guarded", "default").metadata.deletion_timestamp is None
+    finally:
+        policy.delete_namespaced_pod_disruption_budget("numa-test-guarded", "default")
+        api.delete_namespaced_pod("numa-test-guarded", "default", grace_period_seconds=0)
+        schedulable_again(api)
+
+
+def test_a_drain_whose_wait_runs_out_fails_before_anything_disruptive(host, api):
+    """A pod that takes longer to stop than rollout_drain_timeout (the test bed's Prometheus had
+    prometheus-operator's 600 s) is still terminating when the drain's wait runs out: k8s_drain only
+    warns, the envelope fails the change naming the pod."""
+    # sleep runs as the container's init process and ignores SIGTERM: the pod stops at its grace period
+    api.create_namespaced_pod("default", bare_pod("numa-test-slow", grace=300))
+    try:
+        wait_pod(api, "numa-test-slow", lambda p: p.status.phase == "Running")
+        before_config, before_pid = host.file(CONFIG).sha256sum, kubelet_pid(host)
+        started = time.time()
+        result = run_site(dict(a_change_that_drains(host), rollout_drain_timeout=20))
+        output = result.stdout + result.stderr
+        print("run took %d s; %s" % (time.time() - started, "\n".join(
+            line for line in output.splitlines() if "pod(s) on it" in line)[:2000]))
+        assert result.returncode != 0, "the run must fail: the drain left a pod"
+        assert re.search(r"left \d+ pod\(s\) on it: [^.]*default/numa-test-slow \(terminating\)[,.]", output), \
+            output[-3000:]
+        assert "when the wait of the drain ran out (rollout_drain_timeout: 20 s)" in output, output[-3000:]
+        assert_nothing_changed(host, api, before_config, before_pid, output)
+    finally:
+        api.delete_namespaced_pod("numa-test-slow", "default", grace_period_seconds=0)
+        schedulable_again(api)
+
+
+# --- one owner per node change ----------------------------------------------------------------------
+
+def plant_record(owner):
+    """A record of a kubelet change on NODE, as a run with ``owner`` opens it (nothing else changes)."""
+    record = {"state": "begin", "files": [CONFIG], "services": ["kubelet"], "unschedulable": False,
+              "reason": "kubelet configuration", "owner": owner, "lease": 3600}
+    planted = subprocess.run(["ansible", NODE, "-i", os.environ["MOLECULE_INVENTORY_FILE"], "-m",
+                              "numa.kube.rollout_state", "-a", json.dumps(record)],
+                             capture_output=True, text=True, timeout=300, check=False)
+    assert planted.returncode == 0, planted.stdout + planted.stderr
+
+
+def test_a_record_a_live_run_holds_is_left_alone_until_forced(host):
+    """A record whose owner runs on this controller (a live process, a fresh heartbeat) is another
+    run's change under way: a run stops for that node naming the owner and touches nothing. With
+    rollout_force=true the next run takes the record over and undoes it."""
+    live = subprocess.Popen(["sleep", "600"])
+    try:
+        with open("/proc/%d/stat" % live.pid) as handle:
+            start = handle.read().rsplit(")", 1)[1].split()[19]
+        owner = {"run_id": "numa-test-live-run", "controller": socket.gethostname(), "user": getpass.getuser(),
+                 "pid": live.pid, "pid_start": start}
+        plant_record(owner)
+        record = host.file(MARKER).content_string
+        pid = kubelet_pid(host)
+        mark = AUDIT.mark()
+        result = run_site(API)
+        output = result.stdout + result.stderr
+        print("\n".join(line for line in output.splitlines() if "numa-test-live-run" in line)[:2000])
+        assert result.returncode != 0, "the run must stop at a record a live run holds"
+        assert ("belongs to run numa-test-live-run (%s@%s, pid %d)" % (owner["user"], owner["controller"], live.pid)
+                in output), output[-3000:]
+        assert "rollout_force=true" in output
+        assert host.file(MARKER).content_string == record, "the live run's record was changed"
+        assert kubelet_pid(host) == pid, "kubelet was restarted under a live run's change"
+        assert AUDIT.node_requests(since=mark) == []
+
+        result = run_site(dict(API, rollout_force=True))
+        output = result.stdout + result.stderr
+        assert result.returncode == 0, output[-4000:]
+        assert "taken over with rollout_force=true" in output, output[-3000:]
+        assert not host.file(MARKER).exists, "the record is closed"
+        assert kubelet_pid(host) == pid, "the record's files never changed: no restart"
+    finally:
+        live.kill()
+        live.wait()
 
 
 # --- an interrupted run is finished by the next one ------------------------------------------------

@@ -1,0 +1,143 @@
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The rollout role's protocol is what its argument specs say: every entry point a caller names
+exists and is declared, callers pass only declared inputs, nobody outside the role reads its
+private variables, and the facts it sets are the documented ones."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import glob
+import os
+import re
+
+import pytest
+import yaml
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+ROLE = os.path.join(ROOT, "roles", "rollout")
+ENTRY_POINTS = ("main", "recover", "begin", "end", "rollback")
+PUBLIC_FACTS = ("rollout_record", "rollout_open", "rollout_drained", "rollout_kubelet_healthy", "rollout_recovered")
+BEGIN_INPUTS = ("rollout_change_files", "rollout_change_services", "rollout_change_disruptive", "rollout_change_reason")
+
+
+def load(path):
+    with open(path) as handle:
+        return yaml.safe_load(handle)
+
+
+SPECS = load(os.path.join(ROLE, "meta", "argument_specs.yml"))["argument_specs"]
+DEFAULTS = load(os.path.join(ROLE, "defaults", "main.yml"))
+
+
+def tasks_of(data):
+    """Every task in a task list, blocks, rescues and always sections included."""
+    for task in data or []:
+        yield task
+        for section in ("block", "rescue", "always"):
+            yield from tasks_of(task.get(section))
+
+
+def callers():
+    """(file, task) for every task outside the rollout role that includes or imports it."""
+    files = [p for p in glob.glob(os.path.join(ROOT, "roles", "*", "tasks", "*.yml")) if not p.startswith(ROLE)]
+    files += glob.glob(os.path.join(ROOT, "playbooks", "*.yml"))
+    found = []
+    for path in files:
+        data = load(path)
+        plays = data if path.startswith(os.path.join(ROOT, "playbooks")) else [{"tasks": data}]
+        for play in plays or []:
+            if not isinstance(play, dict):
+                continue
+            for section in ("pre_tasks", "tasks", "post_tasks"):
+                for task in tasks_of(play.get(section)):
+                    for action in ("ansible.builtin.include_role", "ansible.builtin.import_role"):
+                        if (task.get(action) or {}).get("name") == "numa.kube.rollout":
+                            found.append((os.path.relpath(path, ROOT), task, task[action]))
+    return found
+
+
+def test_every_entry_point_is_declared_and_has_its_tasks_file():
+    assert sorted(SPECS) == sorted(ENTRY_POINTS)
+    for name in ENTRY_POINTS:
+        assert os.path.isfile(os.path.join(ROLE, "tasks", name + ".yml")), name
+        assert SPECS[name].get("short_description") and SPECS[name].get("description"), name
+
+
+@pytest.mark.parametrize("entry", ENTRY_POINTS)
+def test_every_entry_point_validates_every_role_variable(entry):
+    """ansible-core checks only what the entry point declares: each one declares all of the role's
+    variables (with the same defaults), so a wrong type fails before the first task of any of them."""
+    options = SPECS[entry]["options"]
+    for name, value in DEFAULTS.items():
+        assert name in options, "%s does not declare %s" % (entry, name)
+        if not (isinstance(value, str) and "{{" in value):
+            assert options[name].get("default") == value, (entry, name)
+
+
+def test_begin_declares_its_inputs():
+    options = SPECS["begin"]["options"]
+    for name in BEGIN_INPUTS:
+        assert name in options and options[name]["description"], name
+    assert options["rollout_change_files"]["type"] == "list" and options["rollout_change_files"]["elements"] == "path"
+    assert options["rollout_change_reason"].get("required") is True
+    assert options["rollout_change_disruptive"]["default"] is True
+    assert "rollout_kubelet_healthy" in SPECS["end"]["options"]
+
+
+def test_callers_name_declared_entry_points_and_pass_only_declared_inputs():
+    found = callers()
+    used = set(args.get("tasks_from", "main") for _path, _task, args in found)
+    assert {"recover", "begin", "end", "rollback"} <= used, used
+    for path, task, args in found:
+        entry = args.get("tasks_from", "main")
+        assert entry in SPECS, "%s: %r is no entry point of numa.kube.rollout" % (path, entry)
+        passed = set(task.get("vars") or {}) | set(args.get("vars") or {})
+        unknown = [name for name in passed if name.startswith("rollout_") and name not in SPECS[entry]["options"]]
+        assert not unknown, "%s passes %s to %s, which does not declare them" % (path, unknown, entry)
+        if entry == "begin":
+            assert "rollout_change_reason" in passed, "%s opens the envelope without a reason" % path
+
+
+def test_nobody_outside_the_role_uses_its_private_variables():
+    private = re.compile(r"\b_{1,2}rollout_\w+")
+    files = [p for p in glob.glob(os.path.join(ROOT, "roles", "*", "**", "*.yml"), recursive=True)
+             if not p.startswith(ROLE)]
+    files += glob.glob(os.path.join(ROOT, "playbooks", "*.yml"))
+    offenders = []
+    for path in files:
+        with open(path) as handle:
+            for number, line in enumerate(handle, 1):
+                if private.search(line.split("#", 1)[0]):
+                    offenders.append("%s:%d: %s" % (os.path.relpath(path, ROOT), number, line.strip()))
+    assert not offenders, "\n".join(offenders)
+
+
+def test_the_facts_the_role_sets_are_the_documented_ones():
+    set_here = set()
+    for path in glob.glob(os.path.join(ROLE, "tasks", "*.yml")):
+        for task in tasks_of(load(path)):
+            set_here.update(task.get("ansible.builtin.set_fact") or {})
+    public = set(name for name in set_here if not name.startswith("_"))
+    assert public == set(PUBLIC_FACTS), public
+    description = " ".join(SPECS["main"]["description"])
+    with open(os.path.join(ROLE, "README.md")) as handle:
+        readme = handle.read()
+    for name in PUBLIC_FACTS:
+        assert "V(%s)" % name in description, "argument_specs main does not document the fact %s" % name
+        assert "`%s`" % name in readme, "README.md does not document the fact %s" % name
+
+
+def test_every_write_to_the_record_names_this_run():
+    """Each rollout_state call that changes the record passes the run's owner and lease."""
+    calls = 0
+    for path in glob.glob(os.path.join(ROLE, "tasks", "*.yml")):
+        for task in tasks_of(load(path)):
+            args = task.get("numa.kube.rollout_state")
+            if args is None or args.get("state") == "query":
+                continue
+            calls += 1
+            assert args.get("owner") == "{{ _rollout_owner }}", (path, task["name"])
+            assert args.get("lease") == "{{ rollout_owner_lease }}", (path, task["name"])
+    assert calls >= 4  # begin, step (take over), restore, finish
