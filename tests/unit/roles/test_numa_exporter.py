@@ -33,9 +33,9 @@ def served(tmp_path):
     """Run the exporter on an ephemeral loopback port; yield a function that scrapes it."""
     script = load_script()
     sys_root, _proc = two_socket_interleaved().write(str(tmp_path / "m"))
-    kubelet = tmp_path / "kubelet"
+    kubelet = tmp_path / "copies"
     kubelet.mkdir()
-    args = script.parse_args(["--port", "0", "--sysfs-root", sys_root, "--kubelet-root", str(kubelet), "--lib", ""])
+    args = script.parse_args(["--port", "0", "--sysfs-root", sys_root, "--checkpoint-dir", str(kubelet), "--lib", ""])
     port = []
     bound = threading.Event()
     stop = threading.Event()
@@ -154,23 +154,398 @@ def test_serves_tls_and_picks_up_a_renewed_certificate(tmp_path):
         thread.join(30)
 
 
-@pytest.mark.parametrize("tls", [False, True])
-def test_the_unit_gives_systemd_one_exec_line_and_the_restart_policy(tls):
-    """Rendered as Ansible's template module does (trim_blocks): each directive on its own line."""
-    import jinja2
-    import yaml
+def test_the_relay_leaves_a_reason_the_exporter_reports(served):
+    scrape, copies, dummy = served
+    (copies / "cpu_manager_state").write_text(json.dumps({"policyName": "static", "entries": {}}))
+    assert scrape()[("numa_kubelet_checkpoint_readable", (("file", "cpu_manager_state"),))] == 1
+    (copies / "memory_manager_state.error").write_text("cannot read /var/lib/kubelet/memory_manager_state\n")
+    assert scrape()[("numa_kubelet_checkpoint_readable", (("file", "memory_manager_state"),))] == 0
+    (copies / "cpu_manager_state").write_text("{not json")
+    assert scrape()[("numa_kubelet_checkpoint_readable", (("file", "cpu_manager_state"),))] == 0
 
-    with open(os.path.join(ROOT, "roles", "numa_exporter", "defaults", "main.yml")) as handle:
-        variables = yaml.safe_load(handle)
-    if tls:
-        variables.update(numa_exporter_tls_cert_file="/etc/x/tls.crt", numa_exporter_tls_key_file="/etc/x/tls.key")
-    variables = dict((key, jinja2.Template(str(value)).render(**variables) if isinstance(value, str) else value)
-                     for key, value in variables.items())
+
+# --- the relay: kubelet's checkpoints copied for the exporter's group --------------------------------
+
+CPU_STATE = {"policyName": "static", "defaultCpuSet": "0-1,3", "entries": {"uid-1": {"main": "2"}}}
+
+
+def kubelet_write(folder, name, document):
+    """Write a checkpoint as kubelet does: a 0600 temporary file in the same folder, renamed over."""
+    temporary = folder / (".%s.tmp" % name)
+    handle = os.open(str(temporary), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    os.write(handle, json.dumps(document).encode())
+    os.close(handle)
+    os.replace(str(temporary), str(folder / name))
+
+
+@pytest.fixture
+def relay(tmp_path):
+    kubelet, copies = tmp_path / "kubelet", tmp_path / "copies"
+    kubelet.mkdir()
+    copies.mkdir()
+    return load_script().Relay(str(kubelet), str(copies)), kubelet, copies
+
+
+def test_the_relay_copies_each_checkpoint_readable_by_its_group_only(relay):
+    worker, kubelet, copies = relay
+    kubelet_write(kubelet, "cpu_manager_state", CPU_STATE)
+    assert worker.once() == ["cpu_manager_state"]
+    copy = copies / "cpu_manager_state"
+    assert json.loads(copy.read_text()) == CPU_STATE
+    assert oct(os.stat(str(copy)).st_mode & 0o777) == oct(0o640)
+    assert sorted(os.listdir(str(copies))) == ["cpu_manager_state"], "no temporary file is left behind"
+    assert worker.once() == [], "an unchanged checkpoint is not copied again"
+
+
+def test_the_relay_follows_kubelet_writing_the_file_anew(relay):
+    worker, kubelet, copies = relay
+    kubelet_write(kubelet, "cpu_manager_state", CPU_STATE)
+    worker.once()
+    changed = dict(CPU_STATE, entries={"uid-1": {"main": "2"}, "uid-2": {"app": "3"}})
+    kubelet_write(kubelet, "cpu_manager_state", changed)
+    assert worker.once() == ["cpu_manager_state"]
+    assert json.loads((copies / "cpu_manager_state").read_text()) == changed
+
+
+def test_the_relay_removes_the_copy_of_a_checkpoint_kubelet_removed(relay):
+    worker, kubelet, copies = relay
+    kubelet_write(kubelet, "memory_manager_state", {"policyName": "Static"})
+    worker.once()
+    os.unlink(str(kubelet / "memory_manager_state"))
+    assert worker.once() == ["memory_manager_state"]
+    assert os.listdir(str(copies)) == []
+
+
+def test_the_relay_says_why_it_could_not_copy_and_drops_the_stale_copy(relay, capsys):
+    worker, kubelet, copies = relay
+    kubelet_write(kubelet, "cpu_manager_state", CPU_STATE)
+    worker.once()
+    os.unlink(str(kubelet / "cpu_manager_state"))
+    (kubelet / "cpu_manager_state").mkdir()  # something kubelet never writes: open() fails
+    assert worker.once() == ["cpu_manager_state"]
+    assert not (copies / "cpu_manager_state").exists()
+    reason = copies / "cpu_manager_state.error"
+    assert "cannot read" in reason.read_text()
+    written = os.stat(str(reason)).st_ino
+    assert worker.once() == []
+    assert os.stat(str(reason)).st_ino == written, "a lasting problem is written once"
+    assert capsys.readouterr().err.count("cannot read") == 1, "and logged once"
+    os.rmdir(str(kubelet / "cpu_manager_state"))
+    kubelet_write(kubelet, "cpu_manager_state", CPU_STATE)
+    worker.once()
+    assert sorted(os.listdir(str(copies))) == ["cpu_manager_state"], "the reason goes with the problem"
+
+
+def test_the_relay_refuses_a_file_too_large_to_be_a_checkpoint(tmp_path):
+    kubelet, copies = tmp_path / "kubelet", tmp_path / "copies"
+    kubelet.mkdir()
+    copies.mkdir()
+    (kubelet / "cpu_manager_state").write_bytes(b"x" * 101)
+    worker = load_script().Relay(str(kubelet), str(copies), limit=100)
+    worker.once()
+    assert not (copies / "cpu_manager_state").exists()
+    assert "larger than 100 bytes" in (copies / "cpu_manager_state.error").read_text()
+
+
+def test_the_relay_program_waits_for_kubelets_folder_and_stops_on_request(tmp_path):
+    script = load_script()
+    copies = tmp_path / "copies"
+    copies.mkdir()
+    missing = ["--kubelet-root", str(tmp_path / "absent"), "--into", str(copies)]
+    assert script.relay(missing) == 3, "systemd starts it again until kubelet made its folder"
+    (tmp_path / "kubelet").mkdir()
+    kubelet_write(tmp_path / "kubelet", "cpu_manager_state", CPU_STATE)
+    stop = threading.Event()
+    stop.set()
+    assert script.relay(["--kubelet-root", str(tmp_path / "kubelet"), "--into", str(copies)], stop=stop) == 0
+    assert json.loads((copies / "cpu_manager_state").read_text()) == CPU_STATE
+    with pytest.raises(SystemExit):
+        script.parse_relay_args(["--interval", "0"])
+
+
+# --- check-tls: your certificate, key and CA, as the exporter's OpenSSL sees them ----------------------
+
+class Authority(object):
+    """Certificates made with cryptography, written as PEM files into a folder."""
+
+    def __init__(self, folder, name="test CA"):
+        import datetime
+
+        from cryptography import x509
+        from cryptography.hazmat.primitives import hashes
+        from cryptography.hazmat.primitives.asymmetric import ec
+        from cryptography.x509.oid import NameOID
+
+        self.folder = folder
+        self.now = datetime.datetime.now(datetime.timezone.utc)
+        self.key = ec.generate_private_key(ec.SECP256R1())
+        subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
+        self.cert = (x509.CertificateBuilder().subject_name(subject).issuer_name(subject)
+                     .public_key(self.key.public_key()).serial_number(x509.random_serial_number())
+                     .not_valid_before(self.now - datetime.timedelta(days=1))
+                     .not_valid_after(self.now + datetime.timedelta(days=3650))
+                     .add_extension(x509.BasicConstraints(ca=True, path_length=1), critical=True)
+                     .sign(self.key, hashes.SHA256()))
+        self.write("%s.crt" % name.replace(" ", "-"), self.pem(self.cert))
+        self.file = str(folder / ("%s.crt" % name.replace(" ", "-")))
+
+    @staticmethod
+    def pem(obj):
+        from cryptography.hazmat.primitives import serialization
+
+        if hasattr(obj, "private_bytes"):
+            return obj.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                     serialization.NoEncryption())
+        return obj.public_bytes(serialization.Encoding.PEM)
+
+    def write(self, name, data, mode=0o600):
+        path = self.folder / name
+        path.write_bytes(data)
+        os.chmod(str(path), mode)
+        return str(path)
+
+    def issue(self, name, sans=("127.0.0.1", "node-a"), start_days=-1, end_days=400, ca=None, intermediate=False):
+        """(certificate file, key file) for a server named ``sans``, valid from/to days from now."""
+        import datetime
+        import ipaddress
+
+        from cryptography import x509
+        from cryptography.hazmat.primitives import hashes
+        from cryptography.hazmat.primitives.asymmetric import ec
+        from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+        signer_key, signer, chain = self.key, self.cert, b""
+        if intermediate:
+            signer_key = ec.generate_private_key(ec.SECP256R1())
+            subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "intermediate")])
+            signer = (x509.CertificateBuilder().subject_name(subject).issuer_name(self.cert.subject)
+                      .public_key(signer_key.public_key()).serial_number(x509.random_serial_number())
+                      .not_valid_before(self.now - datetime.timedelta(days=1))
+                      .not_valid_after(self.now + datetime.timedelta(days=1000))
+                      .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+                      .sign(self.key, hashes.SHA256()))
+            chain = self.pem(signer)
+        key = ec.generate_private_key(ec.SECP256R1())
+        names = []
+        for san in sans:
+            try:
+                names.append(x509.IPAddress(ipaddress.ip_address(san)))
+            except ValueError:
+                names.append(x509.DNSName(san))
+        cert = (x509.CertificateBuilder().subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)]))
+                .issuer_name(signer.subject).public_key(key.public_key()).serial_number(x509.random_serial_number())
+                .not_valid_before(self.now + datetime.timedelta(days=start_days))
+                .not_valid_after(self.now + datetime.timedelta(days=end_days))
+                .add_extension(x509.SubjectAlternativeName(names), critical=False)
+                .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+                .sign(signer_key, hashes.SHA256()))
+        return (self.write(name + ".crt", self.pem(cert) + chain, 0o644), self.write(name + ".key", self.pem(key)))
+
+
+@pytest.fixture
+def authority(tmp_path):
+    return Authority(tmp_path)
+
+
+def problems(*args, **kwargs):
+    return [what for what, _fix in load_script().tls_problems(*args, **kwargs)["problems"]]
+
+
+def test_a_good_certificate_passes_under_every_name(authority):
+    cert, key = authority.issue("good")
+    result = load_script().tls_problems(cert, key, authority.file, ["127.0.0.1", "node-a"])
+    assert result["problems"] == []
+    assert result["not_after"].endswith("GMT")
+
+
+def test_a_chain_through_an_intermediate_in_the_certificate_file_passes(authority):
+    cert, key = authority.issue("chained", intermediate=True)
+    assert problems(cert, key, authority.file, ["127.0.0.1"]) == []
+
+
+def test_the_key_of_another_certificate_is_refused(authority):
+    cert, dummy = authority.issue("one")
+    dummy, other_key = authority.issue("two")
+    found = problems(cert, other_key, authority.file, ["127.0.0.1"])
+    assert len(found) == 1 and "is not the key of the certificate" in found[0], found
+
+
+def test_a_certificate_another_ca_signed_is_refused(authority, tmp_path):
+    cert, key = Authority(tmp_path, "other CA").issue("foreign")
+    found = problems(cert, key, authority.file, ["127.0.0.1"])
+    assert len(found) == 1 and "is not signed by a CA of %s" % authority.file in found[0], found
+
+
+def test_a_certificate_that_does_not_name_the_scraped_address_is_refused(authority):
+    cert, key = authority.issue("narrow", sans=("node-a",))
+    found = problems(cert, key, authority.file, ["node-a", "10.0.0.5"])
+    assert len(found) == 1 and "not valid for 10.0.0.5" in found[0], found
+
+
+@pytest.mark.parametrize("start, end, expected", [
+    (-30, -1, "has expired"),
+    (2, 400, "not valid yet"),
+    (-1, 10, "within 30 days"),
+])
+def test_certificates_out_of_date_are_refused(authority, start, end, expected):
+    cert, key = authority.issue("dated", start_days=start, end_days=end)
+    found = problems(cert, key, authority.file, ["127.0.0.1"])
+    assert len(found) == 1 and expected in found[0], found
+
+
+def test_a_key_every_user_can_read_is_refused(authority):
+    cert, key = authority.issue("open")
+    os.chmod(key, 0o644)
+    found = problems(cert, key, authority.file, ["127.0.0.1"])
+    assert len(found) == 1 and "open to every user" in found[0], found
+
+
+def test_missing_files_are_named(authority, tmp_path):
+    cert, dummy = authority.issue("lonely")
+    found = problems(cert, str(tmp_path / "absent.key"), authority.file, ["127.0.0.1"])
+    assert len(found) == 1 and "absent.key cannot be read" in found[0], found
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="switching to another user needs root")
+def test_the_exporters_user_must_be_able_to_read_the_key():
+    import pathlib
+    import shutil
+    import tempfile
+
+    folder = tempfile.mkdtemp(prefix="numa-exporter-tls-")  # pytest's own folders are root's alone
+    os.chmod(folder, 0o755)
+    try:
+        check_as_nobody(Authority(pathlib.Path(folder)))
+    finally:
+        shutil.rmtree(folder)
+
+
+def check_as_nobody(authority):
+    cert, key = authority.issue("private")
+    result = load_script().tls_problems(cert, key, authority.file, ["127.0.0.1"], as_user="nobody")
+    assert result["user_checked"]
+    assert [what for what, _fix in result["problems"]] == ["user nobody cannot read %s (Permission denied)" % key]
+    os.chmod(key, 0o640)
+    os.chown(key, 0, __import__("pwd").getpwnam("nobody").pw_gid)
+    assert load_script().tls_problems(cert, key, authority.file, ["127.0.0.1"], as_user="nobody")["problems"] == []
+    absent = load_script().tls_problems(cert, key, authority.file, ["127.0.0.1"], as_user="no-such-user-here")
+    assert absent["problems"] == [] and not absent["user_checked"]
+
+
+def test_check_tls_prints_json_the_role_reads(authority, capsys):
+    cert, key = authority.issue("printed")
+    assert load_script().main(["check-tls", "--cert-file", cert, "--key-file", key, "--ca-file", authority.file,
+                               "--name", "10.9.9.9"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert len(printed["problems"]) == 1 and len(printed["problems"][0]) == 2, printed
+
+
+# --- what the role renders --------------------------------------------------------------------------
+
+def ansible_jinja(env):
+    """``env`` with Ansible's own filters (bool, basename, unique, regex_replace, ...)."""
+    from ansible.plugins.filter.core import FilterModule as Core
+    from ansible.plugins.filter.mathstuff import FilterModule as Math
+
+    env.filters.update(Core().filters())
+    env.filters.update(Math().filters())
+    return env
+
+
+def ansible_templar(**variables):
+    """Ansible's own templating (its escaping of backslashes included), over ``variables``."""
+    from ansible.parsing.dataloader import DataLoader
+    from ansible.template import Templar
+
+    return Templar(loader=DataLoader(), variables=variables)
+
+
+def load_trusted(path):
+    """A YAML file of the role as Ansible loads it: its strings are templates."""
+    from ansible.parsing.dataloader import DataLoader
+
+    return DataLoader().load_from_file(path, trusted_as_template=True)
+
+
+def role_variables(**overrides):
+    """The role's defaults and vars, templated by Ansible for a host reached at 10.1.2.3."""
+    variables = {"ansible_host": "10.1.2.3", "inventory_hostname": "node-a", "inventory_dir": "/inv",
+                 "playbook_dir": "/play"}
+    for part in ("defaults", "vars"):
+        variables.update(load_trusted(os.path.join(ROOT, "roles", "numa_exporter", part, "main.yml")))
+    variables.update(overrides)
+    templar = ansible_templar(**variables)
+    return dict((key, templar.template(value)) for key, value in variables.items())
+
+
+def render_unit(name, **overrides):
+    import jinja2
+
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(os.path.join(ROOT, "roles", "numa_exporter", "templates")),
                              trim_blocks=True)
-    unit = env.get_template("numa-exporter.service.j2").render(ansible_managed="managed", **variables)
-    lines = unit.splitlines()
-    exec_start = [line for line in lines if line.startswith("ExecStart=")]
-    assert len(exec_start) == 1 and exec_start[0].split()[-1 if not tls else -5] == "/opt/numa-exporter/lib", exec_start
-    assert "Restart=on-failure" in lines
-    assert ("--tls-key-file /etc/x/tls.key" in exec_start[0]) is tls
+    return ansible_jinja(env).get_template(name).render(ansible_managed="managed", **role_variables(**overrides)).splitlines()
+
+
+def directive(lines, name):
+    return [line.split("=", 1)[1] for line in lines if line.startswith(name + "=")]
+
+
+@pytest.mark.parametrize("overrides, cert", [
+    ({}, "/etc/numa-exporter/tls/tls.crt"),
+    ({"numa_exporter_tls_cert_file": "/etc/pki/n.crt", "numa_exporter_tls_key_file": "/etc/pki/n.key",
+      "numa_exporter_tls_ca_file": "/etc/pki/ca.crt"}, "/etc/pki/n.crt"),
+    ({"numa_exporter_tls": False}, None),
+])
+def test_the_exporter_unit_serves_https_by_default_without_any_capability(overrides, cert):
+    unit = render_unit("numa-exporter.service.j2", **overrides)
+    exec_start = directive(unit, "ExecStart")
+    assert len(exec_start) == 1, exec_start
+    words = exec_start[0].split()
+    assert words[words.index("--checkpoint-dir") + 1] == "/run/numa-exporter"
+    assert words[words.index("--listen-address") + 1] == "10.1.2.3"
+    if cert:
+        assert words[words.index("--tls-cert-file") + 1] == cert
+    else:
+        assert "--tls-cert-file" not in words
+    assert directive(unit, "CapabilityBoundingSet") == [""] and directive(unit, "AmbientCapabilities") == [""]
+    assert not [line for line in unit if "CAP_" in line], "no capability is named anywhere"
+    assert directive(unit, "User") == ["numa-exporter"] and "Restart=on-failure" in unit
+    assert directive(unit, "NoNewPrivileges") == ["true"] and directive(unit, "ProtectSystem") == ["strict"]
+    assert directive(unit, "Wants") == ["network-online.target numa-exporter-checkpoints.service"]
+
+
+def test_the_relay_unit_is_root_without_capabilities_network_or_kubelets_secrets():
+    unit = render_unit("numa-exporter-checkpoints.service.j2")
+    exec_start = directive(unit, "ExecStart")
+    assert len(exec_start) == 1 and exec_start[0].split()[3] == "relay", exec_start
+    words = exec_start[0].split()
+    assert words[words.index("--into") + 1] == "/run/numa-exporter"
+    assert words[words.index("--kubelet-root") + 1] == "/var/lib/kubelet"
+    assert directive(unit, "User") == [], "root: kubelet's files are root's, mode 0600"
+    assert directive(unit, "Group") == ["numa-exporter"], "its copies belong to the exporter's group"
+    assert directive(unit, "RuntimeDirectory") == ["numa-exporter"] and directive(unit, "RuntimeDirectoryMode") == ["0750"]
+    assert directive(unit, "CapabilityBoundingSet") == [""] and directive(unit, "PrivateNetwork") == ["true"]
+    assert directive(unit, "ProtectSystem") == ["strict"] and directive(unit, "TemporaryFileSystem") == ["/var:ro"]
+    hidden = directive(unit, "InaccessiblePaths")[0].split()
+    assert {"-/var/lib/kubelet/pods", "-/var/lib/kubelet/pki", "-/etc/kubernetes"} <= set(hidden)
+    assert any("kill" in line for line in directive(unit, "SystemCallFilter"))
+
+
+@pytest.mark.parametrize("overrides, names", [
+    ({}, ["10.1.2.3", "node-a"]),
+    ({"numa_exporter_listen_address": "0.0.0.0"}, ["10.1.2.3", "node-a"]),
+    ({"ansible_host": "node-a"}, ["node-a"]),
+])
+def test_the_certificate_names_the_address_prometheus_scrapes(overrides, names):
+    assert role_variables(**overrides)["numa_exporter_tls_names"] == names
+
+
+def test_addresses_become_ip_entries_and_names_dns_entries():
+    """The subject_alt_name expression of tasks/tls_issue.yml, templated by Ansible."""
+    tasks = load_trusted(os.path.join(ROOT, "roles", "numa_exporter", "tasks", "tls_issue.yml"))
+    block = next(t for t in tasks if "block" in t)["block"]
+    expression = next(t for t in block if "community.crypto.openssl_csr_pipe" in t)[
+        "community.crypto.openssl_csr_pipe"]["subject_alt_name"]
+    names = ["10.1.2.3", "node-a", "fd00::5", "node-a.example.org", "127.0.0.1"]
+    assert ansible_templar(numa_exporter_tls_names=names).template(expression) == [
+        "IP:10.1.2.3", "DNS:node-a", "IP:fd00::5", "DNS:node-a.example.org", "IP:127.0.0.1"]
