@@ -17,10 +17,15 @@ import sys
 import time
 
 
-def exporter_metrics(host, port=9201):
-    """The NUMA exporter's samples as {(name, ((label, value), ...)): value}, scraped inside the guest."""
-    out = host.check_output("python3 -c \"import urllib.request as u; "
-                            "print(u.urlopen('http://127.0.0.1:%d/metrics', timeout=30).read().decode())\"" % port)
+def exporter_metrics(guest, cafile="/etc/numa-exporter/tls/ca.crt", address="127.0.0.1", port=9201):
+    """The systemd exporter's samples as {(name, ((label, value), ...)): value}, scraped inside the
+    guest over HTTPS with its certificate verified against ``cafile`` under ``address``, as
+    Prometheus verifies it."""
+    script = ("import ssl, sys, urllib.request as u\n"
+              "context = ssl.create_default_context(cafile=sys.argv[1])\n"
+              "url = 'https://%s:%s/metrics' % (sys.argv[2], sys.argv[3])\n"
+              "print(u.urlopen(url, timeout=30, context=context).read().decode())\n")
+    out = guest.check_output("python3 -c %s %s %s %d" % (shlex.quote(script), shlex.quote(cafile), address, port))
     values = {}
     for line in out.splitlines():
         match = re.match(r'^(\w+)\{([^}]*)\} (\S+)$', line)
