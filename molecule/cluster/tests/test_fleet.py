@@ -138,6 +138,8 @@ def test_settings_live_in_a_drop_in_that_kubeadm_upgrades_leave_alone(host):
 def test_kernel_parameter_is_active_after_the_reboot(host):
     assert "numa_balancing=disable" in host.file("/proc/cmdline").content_string.split()
     assert host.file("/proc/sys/kernel/numa_balancing").content_string.strip() == "0"
+    # and stays for later boots: written with the reboot allowed, inside the envelope
+    assert 'GRUB_CMDLINE_LINUX="console=ttyS0 numa_balancing=disable"' in host.file("/etc/default/grub").content_string
 
 
 def test_containerd_runs_with_nri(host):
@@ -150,18 +152,103 @@ def test_containerd_runs_with_nri(host):
 def test_exporter_serves_this_guests_numbers(host):
     assert host.service("numa-exporter").is_running
     assert host.process.get(comm="python3", user="numa-exporter")
-    values = exporter_metrics(host)
+    # over HTTPS: the certificate verifies against the CA Prometheus was given, under the address it scrapes
+    values = exporter_metrics(host, cafile="/etc/prometheus/numa-exporter-ca.crt")
     for node in (0, 1):
         label = (("numa_node", str(node)),)
         assert values[("numa_node_cpus_count", label)] == 2
         assert values[("numa_node_memory_total_bytes", label)] == node_memory(host, node)
     assert values[("numa_node_distance", (("numa_node", "0"), ("to_node", "1")))] == 21
+    plain = host.run("python3 -c \"import urllib.request as u; u.urlopen('http://127.0.0.1:9201/metrics', timeout=10)\"")
+    assert plain.rc != 0, "plain HTTP is not answered"
+    key = host.file("/etc/numa-exporter/tls/tls.key")
+    assert (key.user, key.mode) == ("numa-exporter", 0o400), "the key is the exporter user's alone"
+
+
+def test_exporter_and_its_relay_run_without_any_capability(host):
+    """Neither unit keeps a capability (CAP_DAC_READ_SEARCH is gone); the exporter's user cannot read
+    kubelet's checkpoints itself, only the copies the relay keeps for its group."""
+    for unit, user in (("numa-exporter", "numa-exporter"), ("numa-exporter-checkpoints", "")):
+        assert host.service(unit).is_running, unit
+        shown = host.check_output("systemctl show -p CapabilityBoundingSet -p AmbientCapabilities -p User %s" % unit)
+        properties = dict(line.split("=", 1) for line in shown.splitlines())
+        assert properties == {"CapabilityBoundingSet": "", "AmbientCapabilities": "", "User": user}, (unit, shown)
+        pid = host.check_output("systemctl show -p MainPID --value %s" % unit)
+        status = host.file("/proc/%s/status" % pid).content_string
+        capabilities = dict(re.findall(r"^(Cap\w+):\s+([0-9a-f]+)$", status, re.M))
+        assert len(capabilities) == 5 and not any(int(v, 16) for v in capabilities.values()), (unit, capabilities)
+    denied = host.run("runuser -u numa-exporter -- cat /var/lib/kubelet/cpu_manager_state")
+    assert denied.rc != 0 and "Permission denied" in denied.stderr, denied.stderr
+    copy = host.file("/run/numa-exporter/cpu_manager_state")
+    assert (copy.user, copy.group, copy.mode) == ("root", "numa-exporter", 0o640)
+    assert host.run("runuser -u numa-exporter -- cat /run/numa-exporter/cpu_manager_state").rc == 0
+
+
+def test_a_pinned_pods_numbers_reach_the_systemd_exporter(host, api):
+    """A Guaranteed pod gets one exclusive CPU and 128Mi of one NUMA node; the systemd exporter, which
+    cannot read kubelet's checkpoints itself, shows both for that pod (named by UID) on that node,
+    through the relay's copies, over HTTPS."""
+    from kubernetes.client.rest import ApiException
+    from testlib import cpu_list, wait
+
+    name = "exporter-pinned"
+    resources = {"cpu": "1", "memory": "128Mi"}
+
+    def running(pod):
+        return pod if pod.status.phase == "Running" else None
+
+    def gone():
+        try:
+            api.read_namespaced_pod(name, "default")
+        except ApiException as error:
+            return error.status == 404
+        return False
+
+    api.create_namespaced_pod("default", {
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "default"},
+        "spec": {"nodeName": KUBELET, "automountServiceAccountToken": False, "terminationGracePeriodSeconds": 1,
+                 "restartPolicy": "Never",
+                 "containers": [{"name": "main", "image": "numa.kube/busybox:test", "imagePullPolicy": "Never",
+                                 "command": ["sleep", "3600"],
+                                 "resources": {"requests": resources, "limits": resources}}]}})
+    try:
+        pod = wait("pod %s running" % name, lambda: running(api.read_namespaced_pod(name, "default")),
+                   timeout=300, interval=2)
+        container = pod.status.container_statuses[0].container_id.split("://")[-1]
+        folder = host.check_output("find /sys/fs/cgroup/kubepods* -maxdepth 3 -type d -name '*%s*'" % container)
+        cpus = cpu_list(host.file(folder.splitlines()[0] + "/cpuset.cpus.effective").content_string)
+        mems = cpu_list(host.file(folder.splitlines()[0] + "/cpuset.mems.effective").content_string)
+        assert len(cpus) == 1 and len(mems) == 1, (cpus, mems)
+        numa = str(list(mems)[0])
+        who = (("container", "main"), ("namespace", ""), ("pod", pod.metadata.uid))
+
+        def shown():
+            values = exporter_metrics(host)
+            found = dict((dict(labels)["numa_node"], value) for (metric, labels), value in values.items()
+                         if metric == "numa_container_cpus_exclusive"
+                         and tuple(item for item in labels if item[0] != "numa_node") == who)
+            return (found, values) if found else None
+
+        seen = wait("the pod's CPU in the exporter", shown, timeout=60, interval=2)
+        found, values = seen[0], seen[1]
+        print("pinned pod: cpus=%s mems=%s; exporter: %s" % (sorted(cpus), numa, found))
+        assert found == {numa: 1}, found
+        memory = tuple(sorted(who + (("numa_node", numa), ("resource", "memory"))))
+        assert values[("numa_container_memory_assigned_bytes", memory)] == 128 * 2 ** 20, values
+        assert values[("numa_kubelet_checkpoint_readable", (("file", "cpu_manager_state"),))] == 1
+    finally:
+        api.delete_namespaced_pod(name, "default", grace_period_seconds=0)
+        wait("pod %s gone" % name, gone, timeout=120, interval=2)
 
 
 def test_prometheus_scrapes_the_exporter_through_the_written_job(host):
     config = host.file("/etc/prometheus/prometheus.yml").content_string
     assert "job_name: \"numa-exporter\"" in config
     assert "/etc/prometheus/file_sd/numa-exporter.yml" in config
+    # HTTPS, verified against the CA of the certificates numa.kube issued
+    assert "scheme: https" in config and 'ca_file: "/etc/prometheus/numa-exporter-ca.crt"' in config, config
+    ca = host.file("/etc/prometheus/numa-exporter-ca.crt").content_string
+    assert "-----BEGIN CERTIFICATE-----" in ca and ca == host.file("/etc/numa-exporter/tls/ca.crt").content_string
     # Wait for Prometheus to have scraped the target once (its readiness, not the result under test).
     deadline = time.time() + 180
     while time.time() < deadline:
@@ -173,6 +260,7 @@ def test_prometheus_scrapes_the_exporter_through_the_written_job(host):
     else:
         pytest.fail("Prometheus never scraped the numa-exporter job: %s" % targets)
     assert ours[0]["health"] == "up", ours[0]
+    assert ours[0]["scrapeUrl"] == "https://127.0.0.1:9201/metrics", ours[0]
     query = guest_get(host, "http://127.0.0.1:9090/api/v1/query?query=numa_node_cpus_count")
     result = json.loads(query)["data"]["result"]
     assert sorted(r["metric"]["numa_node"] for r in result) == ["0", "1"]
@@ -201,7 +289,10 @@ def test_uneven_kubelet_runs_a_reservation_spread_by_node_memory(uneven):
     assert not uneven.file("/etc/default/kubelet").exists
 
 
-def test_uneven_exporter_numbers_match_the_guest(uneven):
+def test_uneven_exporter_numbers_match_the_guest(host, uneven):
+    # its certificate comes from the same CA as numa-kubelet's, the one Prometheus was given
+    ca = uneven.file("/etc/numa-exporter/tls/ca.crt").content_string
+    assert ca == host.file("/etc/prometheus/numa-exporter-ca.crt").content_string
     values = exporter_metrics(uneven)
     for node in range(4):
         label = (("numa_node", str(node)),)
@@ -210,9 +301,43 @@ def test_uneven_exporter_numbers_match_the_guest(uneven):
 
 
 def test_kernel_parameter_waits_for_the_next_boot_without_reboot_ok(uneven):
-    assert 'numa_balancing=disable"' in uneven.file("/etc/default/grub").content_string
-    assert "numa_balancing=disable" in uneven.file("/boot/grub/grub.cfg").content_string
+    """Without kernel_args_reboot_ok nothing is written: a command line in the boot configuration would
+    take effect at the next reboot, planned or not, undrained and unchecked. The change stays pending,
+    as the role works it out (its check-mode plan, which sets kernel_args_reboot_pending)."""
+    assert 'GRUB_CMDLINE_LINUX="console=ttyS0"' in uneven.file("/etc/default/grub").content_string
+    assert "numa_balancing" not in uneven.file("/etc/default/grub").content_string
+    assert "numa_balancing" not in uneven.file("/boot/grub/grub.cfg").content_string
     assert "numa_balancing=disable" not in uneven.file("/proc/cmdline").content_string.split()
+    assert uneven.run("ls /etc/default/grub.*~").rc != 0, "not even a backup copy was written"
+    plan = uneven.ansible("numa.kube.kernel_cmdline", "present=numa_balancing=disable method=grub_default", check=True)
+    assert plan["changed"] and plan["reboot_required"] and plan["files"] == ["/etc/default/grub"], plan
+
+
+def test_kernel_parameter_change_rolled_back_restores_grub_byte_for_byte(uneven, api):
+    """With the reboot allowed, a grub.cfg regeneration that fails after update-grub rewrote grub.cfg:
+    the record opened before the first write puts /etc/default/grub and grub.cfg back byte for byte.
+    No reboot (the failure comes first), no drain (rollout_drain false keeps this cheap), nothing
+    left behind, the node schedulable."""
+    files = ["/etc/default/grub", "/boot/grub/grub.cfg"]
+    before = [uneven.file(path).sha256sum for path in files]
+    listing = uneven.check_output("ls -A /etc/default /boot/grub")
+    booted = boot_time(uneven)
+    extra = {"rollout_kubeconfig": os.path.join(CONTROL_PLANE, "admin.kubeconfig"), "rollout_drain": False,
+             "rollout_health_settle": 5, "kubelet_manage": False, "containerd_nri_manage": False,
+             "kernel_args_present": ["numa_balancing=disable"], "kernel_args_reboot_ok": True,
+             "kernel_args_backup": False, "kernel_args_grub_update_command": "sh -c 'update-grub && exit 1'"}
+    done = run_playbook([os.path.join(ROOT, "playbooks", "site.yml"), "--limit", UNEVEN, "--tags", "kernel_args",
+                         "-e", json.dumps(extra)], timeout=900)
+    output = done.stdout + done.stderr
+    print("\n".join(line for line in output.splitlines() if "back as it was" in line)[:2000])
+    assert done.returncode != 0, "the failed regeneration must fail the run"
+    assert "Generating grub configuration file" in output, "update-grub ran, so grub.cfg was rewritten"
+    assert "put the boot configuration of %s back as it was" % UNEVEN in output, output[-3000:]
+    assert [uneven.file(path).sha256sum for path in files] == before, "grub defaults and grub.cfg restored"
+    assert uneven.check_output("ls -A /etc/default /boot/grub") == listing, "nothing left behind"
+    assert not uneven.file("/var/lib/numa-kube/rollout/marker.json").exists, "the record is closed"
+    assert boot_time(uneven) == booted, "no reboot"
+    assert not api.read_node(UNEVEN).spec.unschedulable
 
 
 # --- a second run finds nothing to do ---------------------------------------------------------------
