@@ -4,9 +4,11 @@
 """Merge NUMA settings into a KubeletConfiguration and decide what the change demands of the node.
 
 Merging follows JSON merge patch (RFC 7386), as kubelet merges its --config-dir drop-ins: mappings
-merge key by key, lists and scalars replace, and a null value removes the key. Validation covers
-the field names and the values kubelet refuses at start-up for the CPU, Memory and Topology
-Managers, so a typo is caught before any node is touched.
+merge key by key, lists and scalars replace, and a null value removes the key. Validation refuses
+what kubelet refuses when it starts on the file: unknown field names, values kubelet cannot decode
+or its validation refuses (kubelet_rules), reservations and eviction settings it cannot parse, and
+the CPU, Memory and Topology Managers it cannot create on the machine; so a typo is caught before
+any node is drained.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -20,13 +22,22 @@ import math
 import re
 
 from ansible_collections.numa.kube.plugins.module_utils.errors import ProblemsError
-from ansible_collections.numa.kube.plugins.module_utils.kubelet_fields import FEATURE_GATES, FLAGS
+from ansible_collections.numa.kube.plugins.module_utils.kubelet_fields import FLAGS, TYPES
+from ansible_collections.numa.kube.plugins.module_utils.kubelet_rules import (
+    decode_problems,
+    feature_gates,
+    settings_problems,
+)
 from ansible_collections.numa.kube.plugins.module_utils.quantity import Quantity, QuantityError
 from ansible_collections.numa.kube.plugins.module_utils.reservation import (
     ReservationError,
+    check_without_machine,
+    eviction_problems,
     parse_reserved_memory,
+    parse_resource_map,
 )
 from ansible_collections.numa.kube.plugins.module_utils.reservation import plan as reservation_plan
+from ansible_collections.numa.kube.plugins.module_utils.topology import MAX_CPUS
 
 API_VERSION = "kubelet.config.k8s.io/v1beta1"
 KIND = "KubeletConfiguration"
@@ -60,30 +71,35 @@ DEFAULT_MAX_NUMA_NODES = 8
 GO_BOOLS = {"1": True, "t": True, "T": True, "TRUE": True, "true": True, "True": True,
             "0": False, "f": False, "F": False, "FALSE": False, "false": False, "False": False}
 _GO_ATOI = re.compile(r"^[+-]?[0-9]+\Z")
-# a CPU range wider than this is larger than any machine (kubelet would walk it one by one)
-_CPU_RANGE_LIMIT = 65536
+# strconv.Atoi's range on a 64-bit machine
+_GO_INT = (-2 ** 63, 2 ** 63 - 1)
 
 
 def parse_kubelet_cpuset(text):
     """A CPU list read as kubelet reads reservedSystemCPUs (k8s.io/utils/cpuset.Parse): ``0-3,8``,
-    no spaces, no empty elements, ranges not backwards. Returns a set; raises ValueError."""
-    result = set()
+    no spaces, no empty elements, ranges not backwards, numbers within Go's int. Ids from MAX_CPUS
+    on are refused before anything is expanded: no machine has them online, so kubelet would
+    refuse them too, after walking the range one CPU at a time. Returns a set; raises ValueError."""
+    spans = []
     if text == "":
-        return result
+        return set()
     for part in text.split(","):
         bounds = part.split("-", 1)
         for bound in bounds:
             if not _GO_ATOI.match(bound):
                 raise ValueError("%r is not a whole number" % bound)
+            if len(bound) > 25 or not _GO_INT[0] <= int(bound) <= _GO_INT[1]:
+                raise ValueError("%r is out of range (strconv.Atoi: value out of range)" % bound)
         numbers = [int(bound) for bound in bounds]
-        if len(numbers) == 1:
-            result.add(numbers[0])
-            continue
-        start, end = numbers
+        start, end = numbers[0], numbers[-1]
         if start > end:
             raise ValueError("invalid range %r (%d > %d)" % (part, start, end))
-        if end - start > _CPU_RANGE_LIMIT:
-            raise ValueError("range %r is wider than any machine" % part)
+        if end >= MAX_CPUS:
+            raise ValueError("%r names CPU %d, but CPU ids stop at %d: no machine has it online"
+                             % (part, end, MAX_CPUS - 1))
+        spans.append((start, end))
+    result = set()
+    for start, end in spans:  # a "-" always splits a range: no bound is negative
         result.update(range(start, end + 1))
     return result
 
@@ -155,55 +171,65 @@ def _string_options(problems, settings, field, allowed):
     return options
 
 
-def _feature_gates(problems, gates):
-    """Check featureGates against kubelet's own gates; returns {name: enabled} of those set."""
-    if gates is None:
-        return {}
-    if not isinstance(gates, dict):
-        problems.append("featureGates: expected a mapping of gate name to true or false, got %r" % (gates,))
-        return {}
-    result = {}
-    for name, value in sorted(gates.items()):
-        if name not in FEATURE_GATES:
-            problems.append("featureGates.%s: kubelet does not know this feature gate and stops on it ('unrecognized "
-                            "feature gate: %s')" % (name, name))
-            continue
-        if not isinstance(value, bool):
-            problems.append("featureGates.%s: %r must be true or false" % (name, value))
-            continue
-        default, locked = FEATURE_GATES[name]
-        if locked and value != default:
-            problems.append("featureGates.%s: the gate is locked to %s in this kubelet; remove it"
-                            % (name, str(default).lower()))
-            continue
-        result[name] = value
-    return result
-
-
-def _quantity(problems, where, value):
-    try:
-        return Quantity.parse(value)
-    except QuantityError as exc:
-        problems.append("%s: %s" % (where, exc))
-        return None
-
-
 def validate(config, numa_node_count=None, online_cpus=None, machine=None):
-    """Check an effective KubeletConfiguration (after merging) for what kubelet refuses.
+    """Check an effective KubeletConfiguration (after merging) for what kubelet refuses when it starts.
 
-    With ``machine`` (``numa_node_memory``, and optionally ``memory_capacity`` and the eviction
-    ``distribution``) a Static memory manager's reservedMemory is also checked against the
-    reservations of this very configuration, whatever set them: the role's variables, extra settings
-    or the node's own file.
+    Every field: its name, its value against the field's Go type, and ValidateKubeletConfiguration's
+    rules on the values kubelet sees after defaulting, feature gates included (kubelet_rules); the
+    reservations, eviction thresholds and the CPU, Topology and Memory Managers as kubelet creates
+    them. ``numa_node_count`` and ``online_cpus`` (ids), or ``machine["cpus"]`` (the CPUs as
+    numa.kube.topology_facts reports them: id, core, socket, numa_node) add what depends on the
+    machine. With ``machine["numa_node_memory"]`` (and optionally ``memory_capacity`` and the
+    eviction ``distribution``) a Static memory manager's reservedMemory is checked against the
+    reservations of this very configuration and the machine's nodes, whatever set them: the
+    role's variables, extra settings or the node's own file; without it, against the sums alone.
     """
     problems = []
     if not isinstance(config, dict):
         raise KubeletConfigError("the kubelet configuration must be a mapping, got %r" % (config,))
-    for name in sorted(config):
+    for name in sorted(config, key=str):
         if name not in KNOWN_FIELDS:
-            guess = _suggest(name)
+            guess = _suggest(str(name))
             problems.append("%r is not a KubeletConfiguration field%s" % (
                 name, "; did you mean %r?" % guess if guess else ""))
+    decoding, undecodable = decode_problems(config)
+    problems.extend(decoding)
+    # what kubelet holds once the file is loaded: known fields whose value decodes
+    usable = dict((k, v) for k, v in config.items() if k in TYPES and k not in undecodable and v is not None)
+    gates = feature_gates(usable.get("featureGates"), problems)
+    problems.extend(settings_problems(usable, gates))
+    cpus = _Machine(machine, online_cpus)
+    _managers(problems, usable, gates, numa_node_count, cpus)
+    _reservations(problems, usable, machine)
+    if problems:
+        raise KubeletConfigError(problems)
+
+
+class _Machine(object):
+    """The CPUs kubelet's CPU Manager sees: online ids, and where known their cores, sockets and nodes."""
+
+    def __init__(self, machine, online_cpus):
+        details = (machine or {}).get("cpus") or []
+        self.details = [c for c in details if isinstance(c, dict) and "id" in c]
+        self.online = list(online_cpus) if online_cpus is not None else (
+            [c["id"] for c in self.details] if self.details else None)
+
+    def known(self):
+        return bool(self.details)
+
+    def sockets(self):
+        return len(set(c.get("socket", 0) for c in self.details))
+
+    def nodes(self):
+        """CPUs per NUMA node, for the nodes that have CPUs."""
+        result = {}
+        for cpu in self.details:
+            result[cpu.get("numa_node") or 0] = result.get(cpu.get("numa_node") or 0, 0) + 1
+        return result
+
+
+def _managers(problems, config, gates, numa_node_count, machine):
+    """The CPU, Topology and Memory Managers' settings as kubelet creates the managers."""
     _choice(problems, config, "cpuManagerPolicy", CPU_POLICIES)
     _choice(problems, config, "memoryManagerPolicy", MEMORY_POLICIES)
     _choice(problems, config, "topologyManagerPolicy", TOPOLOGY_POLICIES)
@@ -216,8 +242,6 @@ def validate(config, numa_node_count=None, online_cpus=None, machine=None):
                                    TOPOLOGY_POLICY_OPTIONS if reads_options else None)
     if not reads_options:
         topo_options = {}
-
-    gates = _feature_gates(problems, config.get("featureGates"))
     for name in ("prefer-closest-numa-nodes",):
         if name in topo_options and topo_options[name] not in GO_BOOLS:
             problems.append("topologyManagerPolicyOptions.%s: %r must be \"true\" or \"false\"" % (name, topo_options[name]))
@@ -226,7 +250,7 @@ def validate(config, numa_node_count=None, online_cpus=None, machine=None):
         if name not in CPU_POLICY_OPTIONS:
             continue
         gate = CPU_OPTION_GATES.get(name)
-        if gate and not gates.get(gate, FEATURE_GATES.get(gate, (False, False))[0]):
+        if gate and not gates.enabled(gate):
             problems.append("cpuManagerPolicyOptions.%s needs the feature gate %s (kubelet: 'not enabled, but option "
                             "\"%s\" provided'); set featureGates.%s: true or leave the option out"
                             % (name, gate, name, gate))
@@ -238,7 +262,8 @@ def validate(config, numa_node_count=None, online_cpus=None, machine=None):
         if first in chosen and second in chosen:
             problems.append("cpuManagerPolicyOptions: %s and %s cannot be used at the same time; kubelet refuses "
                             "the pair" % (first, second))
-    if cpu_options and (config.get("cpuManagerPolicy") or DEFAULTS["cpuManagerPolicy"]) == "none":
+    cpu_policy = config.get("cpuManagerPolicy") or DEFAULTS["cpuManagerPolicy"]
+    if cpu_options and cpu_policy == "none":
         problems.append("cpuManagerPolicyOptions are set but cpuManagerPolicy is none, which takes no options "
                         "(kubelet: 'None policy: received unsupported options'); set cpuManagerPolicy static or "
                         "remove the options")
@@ -246,8 +271,13 @@ def validate(config, numa_node_count=None, online_cpus=None, machine=None):
     limit = DEFAULT_MAX_NUMA_NODES
     if "max-allowable-numa-nodes" in topo_options:
         raw = topo_options["max-allowable-numa-nodes"]
-        limit = int(raw) if isinstance(raw, str) and _GO_ATOI.match(raw) else None
-        if limit is None or limit < DEFAULT_MAX_NUMA_NODES:
+        limit = int(raw) if isinstance(raw, str) and _GO_ATOI.match(raw) and len(raw) < 25 else None
+        if limit is not None and not _GO_INT[0] <= limit <= _GO_INT[1]:
+            problems.append("topologyManagerPolicyOptions.max-allowable-numa-nodes: %r is out of range: kubelet reads "
+                            "it as a 64-bit whole number (strconv.Atoi: 'value out of range'); use a number of NUMA "
+                            "nodes such as 16" % (raw,))
+            limit = DEFAULT_MAX_NUMA_NODES
+        elif limit is None or limit < DEFAULT_MAX_NUMA_NODES:
             problems.append("topologyManagerPolicyOptions.max-allowable-numa-nodes: %r must be a whole number "
                             ">= %d" % (raw, DEFAULT_MAX_NUMA_NODES))
             limit = DEFAULT_MAX_NUMA_NODES
@@ -259,6 +289,13 @@ def validate(config, numa_node_count=None, online_cpus=None, machine=None):
     if "align-by-socket" in chosen and topology_policy == "single-numa-node":
         problems.append("cpuManagerPolicyOptions.align-by-socket cannot be combined with topologyManagerPolicy "
                         "single-numa-node; kubelet refuses the pair")
+    if cpu_policy == "static" and "align-by-socket" in chosen and machine.known():
+        sockets, nodes = machine.sockets(), len(machine.nodes())
+        if sockets > nodes:
+            problems.append("cpuManagerPolicyOptions.align-by-socket: this machine has %d sockets and %d NUMA nodes "
+                            "with CPUs; kubelet refuses the option where sockets outnumber NUMA nodes ('Align by "
+                            "socket is not compatible with hardware where number of sockets are more than number of "
+                            "NUMA'); leave it out" % (sockets, nodes))
 
     reserved_cpus = config.get("reservedSystemCPUs")
     if reserved_cpus not in (None, ""):
@@ -268,45 +305,104 @@ def validate(config, numa_node_count=None, online_cpus=None, machine=None):
             cpus = None
             problems.append("reservedSystemCPUs: %r is not a CPU list such as 0-1,8 (%s; kubelet takes no spaces "
                             "and no empty elements)" % (reserved_cpus, exc))
-        if cpus is not None and online_cpus is not None:
-            missing = sorted(set(cpus) - set(online_cpus))
+        if cpus is not None and machine.online is not None:
+            missing = sorted(set(cpus) - set(machine.online))
             if missing:
-                problems.append("reservedSystemCPUs: CPU(s) %s are not online on this machine" % missing)
+                problems.append("reservedSystemCPUs: CPU(s) %s are not online on this machine (online: %s)"
+                                % (_cpu_text(missing), _cpu_text(machine.online)))
         for cgroup in ("systemReservedCgroup", "kubeReservedCgroup"):
             if config.get(cgroup):
                 problems.append("reservedSystemCPUs cannot be combined with %s (kubelet refuses it; on EKS "
                                 "AL2023 nodeadm always sets the cgroups): reserve CPU with kubeReserved.cpu or "
                                 "systemReserved.cpu instead" % cgroup)
-    elif config.get("cpuManagerPolicy") == "static":
-        reserved = 0
-        for section in ("kubeReserved", "systemReserved"):
-            raw = (config.get(section) or {}).get("cpu")
-            if raw is not None:
-                quantity = _quantity(problems, "%s.cpu" % section, raw)
-                if quantity is not None:
-                    reserved += quantity.value
-        if math.ceil(reserved) <= 0:
-            problems.append("cpuManagerPolicy static: kubelet fails with '[cpumanager] the static policy requires "
-                            "systemreserved.cpu + kubereserved.cpu to be greater than zero'; set kubeReserved.cpu "
-                            "or systemReserved.cpu, or reservedSystemCPUs")
-    if machine and machine.get("numa_node_memory") and config.get("memoryManagerPolicy") == "Static":
+    elif cpu_policy == "static":
+        _static_cpus(problems, config, machine)
+
+
+def _cpu_text(cpus):
+    cpus = sorted(cpus)
+    ranges = []
+    for cpu in cpus:
+        if ranges and cpu == ranges[-1][1] + 1:
+            ranges[-1][1] = cpu
+        else:
+            ranges.append([cpu, cpu])
+    return ",".join("%d" % a if a == b else "%d-%d" % (a, b) for a, b in ranges)
+
+
+def _static_cpus(problems, config, machine):
+    """The static policy without reservedSystemCPUs: it takes ceil(kubeReserved.cpu + systemReserved.cpu)
+    CPUs for the system, which must be more than none and no more than the machine can give."""
+    reserved = 0
+    for section in ("kubeReserved", "systemReserved"):
+        raw = (config.get(section) or {}).get("cpu")
+        if raw is not None:
+            try:
+                quantity = Quantity.parse(raw)
+            except QuantityError:
+                return  # reported with the reservations
+            if quantity.value < 0:
+                return
+            reserved += quantity.value
+    # kubelet rounds the sum up to a millicore, then up to whole CPUs
+    count = int(math.ceil(reserved))
+    if reserved <= 0:
+        problems.append("cpuManagerPolicy static: kubelet fails with '[cpumanager] the static policy requires "
+                        "systemreserved.cpu + kubereserved.cpu to be greater than zero'; set kubeReserved.cpu "
+                        "or systemReserved.cpu, or reservedSystemCPUs")
+        return
+    if machine.online is None:
+        return
+    online = len(machine.online)
+    if count > online:
+        # however it picks them (packed, by socket, spread over NUMA nodes: it falls back to packing
+        # when it cannot spread), kubelet cannot take more CPUs than there are
+        problems.append("cpuManagerPolicy static: kubeReserved.cpu + systemReserved.cpu reserve %d CPUs, more than "
+                        "this machine's %d online CPUs; kubelet fails with '[cpumanager] unable to reserve the "
+                        "required amount of CPUs'. Reserve fewer, or name them in reservedSystemCPUs"
+                        % (count, online))
+
+
+def _reservations(problems, config, machine):
+    """kubeReserved and systemReserved as kubelet parses them, every eviction setting, and a Static
+    memory manager's reservedMemory against the sum kubelet demands."""
+    kube = dict(config.get("kubeReserved") or {})
+    system = dict(config.get("systemReserved") or {})
+    try:
+        reserved_cpus = parse_kubelet_cpuset(str(config.get("reservedSystemCPUs") or ""))
+    except ValueError:
+        reserved_cpus = set()
+    if reserved_cpus:
+        # kubelet replaces the cpu of both by the number of reserved CPUs before it reads them
+        kube.pop("cpu", None)
+        system["cpu"] = str(len(reserved_cpus))
+    found = []
+    for section, values in (("kubeReserved", kube), ("systemReserved", system)):
         try:
-            reservation_plan(
-                numa_node_memory=machine["numa_node_memory"], memory_capacity=machine.get("memory_capacity"),
-                distribution=machine.get("distribution") or "kubeadm",
-                kube_reserved=config.get("kubeReserved"), system_reserved=config.get("systemReserved"),
-                eviction_hard=config.get("evictionHard"),
-                merge_default_eviction_settings=bool(config.get("mergeDefaultEvictionSettings")),
-                reserved_memory=config.get("reservedMemory") or [])
+            parse_resource_map(values, section)
         except ReservationError as exc:
-            problems.extend(exc.problems)
-    elif config.get("reservedMemory"):
-        try:
+            found.extend(exc.problems)
+    found.extend(eviction_problems(config.get("evictionHard"), config.get("evictionSoft"),
+                                   config.get("evictionSoftGracePeriod"), config.get("evictionMinimumReclaim")))
+    problems.extend(found)
+    static = config.get("memoryManagerPolicy") == "Static"
+    settings = dict(
+        distribution=(machine or {}).get("distribution") or "kubeadm",
+        kube_reserved=config.get("kubeReserved"), system_reserved=config.get("systemReserved"),
+        eviction_hard=config.get("evictionHard"),
+        merge_default_eviction_settings=bool(config.get("mergeDefaultEvictionSettings")))
+    try:
+        if static and found:
+            parse_reserved_memory(config.get("reservedMemory") or [])
+        elif static and machine and machine.get("numa_node_memory"):
+            reservation_plan(numa_node_memory=machine["numa_node_memory"], memory_capacity=machine.get("memory_capacity"),
+                             reserved_memory=config.get("reservedMemory") or [], **settings)
+        elif static:
+            check_without_machine(config.get("reservedMemory") or [], **settings)
+        elif config.get("reservedMemory"):
             parse_reserved_memory(config["reservedMemory"])
-        except ReservationError as exc:
-            problems.extend(exc.problems)
-    if problems:
-        raise KubeletConfigError(problems)
+    except ReservationError as exc:
+        problems.extend(exc.problems)
 
 
 def _normal_reservation(entries):

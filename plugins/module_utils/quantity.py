@@ -36,12 +36,14 @@ _BINARY_BY_EXPONENT = dict((v, k) for k, v in BINARY_SUFFIXES.items())
 # \Z, not $: "1Gi\n" is not a quantity (apimachinery reads to the end of the string)
 _NUMBER = re.compile(r"^([+-]?)([0-9]*)(?:\.([0-9]*))?(.*)\Z", re.S)
 _EXPONENT = re.compile(r"^[eE]([+-]?[0-9]+)\Z")
-# apimachinery takes 1e99999 or a thousand digits exactly (and never finishes on 1e2147483647).
-# Nothing real comes near such sizes: past these limits numa.kube refuses the text instead of
-# spending seconds on big-number arithmetic (tiny powers of ten still round to a nano at once).
+# apimachinery takes 1e99999, 1e-99999 or a thousand digits exactly (and never finishes on
+# 1e2147483647 or 1e-2147483648). Nothing real comes near such sizes: past these limits numa.kube
+# refuses the text instead of spending seconds on big-number arithmetic, zero included (kubelet
+# crashes on 0e2147483648 and never finishes on 0e-9999999).
 _EXPONENT_LIMIT = 4000
 _TEXT_LIMIT = 1000
 _MAX = Fraction(2 ** 63 - 1)
+_INT64 = (-2 ** 63, 2 ** 63 - 1)
 _NANO = Fraction(1, 10 ** 9)
 
 
@@ -146,18 +148,19 @@ class Quantity(object):
                     "n, u, m, k, M, G, T, P, E or an exponent such as e6)" % (text, suffix))
             fmt = DECIMAL_EXPONENT
             digits = exp.group(1).lstrip("+-").lstrip("0")
-            power = int(exp.group(1)) if len(digits) <= 7 else (
-                -_EXPONENT_LIMIT - 1 if exp.group(1).startswith("-") else _EXPONENT_LIMIT + 1)
+            if len(digits) > 19 or not _INT64[0] <= int(exp.group(1)) <= _INT64[1]:
+                raise QuantityError("%r is not a quantity: kubelet cannot read the exponent %s (it must fit in 64 "
+                                    "bits)" % (text, exp.group(1)))
+            # apimachinery reads the exponent as an int64 and keeps its low 32 bits: 1e4294967296 is 1
+            power = (int(exp.group(1)) + 2 ** 31) % 2 ** 32 - 2 ** 31
             _no_digits(text, whole + frac, fast=power >= -9)
-            if not number:
-                pass
-            elif power > _EXPONENT_LIMIT:
-                raise QuantityError("%r is not a usable quantity: numa.kube refuses powers of ten beyond %d"
+            # zero too: kubelet crashes on 0e2147483648 (its exponent becomes -2147483648) and never
+            # finishes on 0e-9999999
+            if abs(power) > _EXPONENT_LIMIT:
+                raise QuantityError("%r is not a usable quantity: numa.kube refuses powers of ten beyond +-%d "
+                                    "(kubelet's arithmetic on them takes long, or never ends)"
                                     % (text, _EXPONENT_LIMIT))
-            elif power < -_EXPONENT_LIMIT:
-                number = _NANO / 2           # far below a nano: rounded away from zero to one nano below
-            else:
-                number *= Fraction(10) ** power
+            number *= Fraction(10) ** power
         # rounded up to a nano, a binary one capped at 2^63 - 1 in magnitude, then signed
         # (apimachinery's order)
         number = _round_away_to_nano(number)

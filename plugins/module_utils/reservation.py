@@ -35,6 +35,7 @@ from ansible_collections.numa.kube.plugins.module_utils.reservation_layout impor
 )
 from ansible_collections.numa.kube.plugins.module_utils.reservation_rules import (  # noqa: F401 pylint: disable=unused-import
     DISTRIBUTIONS,
+    MEMORY,
     MIB,
     Requirement,
     ReservationError,
@@ -42,9 +43,16 @@ from ansible_collections.numa.kube.plugins.module_utils.reservation_rules import
     eks_kube_reserved_cpu,
     eks_kube_reserved_memory,
     eviction_memory,
+    eviction_problems,
     hugepage_size,
     node_allocatable_reservation,
+    parse_resource_map,
 )
+from ansible_collections.numa.kube.plugins.module_utils.quantity import total
+
+
+# Linux numbers NUMA nodes below MAX_NUMNODES, 1024 at most (NODES_SHIFT 10)
+MAX_NUMA_NODES = 1024
 
 
 def _node_memory_map(numa_node_memory):
@@ -52,9 +60,11 @@ def _node_memory_map(numa_node_memory):
     problems = []
     for key, raw in (numa_node_memory or {}).items():
         try:
-            node = int(key)
+            node = int(key) if len(str(key)) < 8 else -1
         except (TypeError, ValueError):
-            problems.append("numa_node_memory: key %r is not a NUMA node id" % (key,))
+            node = -1
+        if isinstance(key, bool) or not 0 <= node < MAX_NUMA_NODES:
+            problems.append("numa_node_memory: key %r is not a NUMA node id (0 to %d)" % (key, MAX_NUMA_NODES - 1))
             continue
         try:
             amount = parse_quantity(raw, "numa_node_memory.%s" % key)
@@ -134,6 +144,38 @@ def plan(numa_nodes=None, numa_node_memory=None, memory_capacity=None, kube_rese
         "eviction_hard": dict((k, str(v)) for k, v in eviction.items()),
         "numa_nodes": nodes,
     }
+
+
+def check_without_machine(reserved_memory, distribution="kubeadm", kube_reserved=None, system_reserved=None,
+                          eviction_hard=None, merge_default_eviction_settings=False):
+    """A Static memory manager's reservedMemory against what kubelet demands on any machine.
+
+    Without the machine, the node ids and each node's memory go unchecked, but the sums do not
+    depend on it: per memory type, reservedMemory must add up to kubeReserved + systemReserved (+
+    the ``memory.available`` hard eviction threshold), and memory must be reserved at all. A
+    percentage threshold depends on the node's memory: then the memory total is only required to
+    be more than nothing. Raises ReservationError with every problem found.
+    """
+    kube, system, eviction, source = effective_settings(
+        distribution, kube_reserved, system_reserved, eviction_hard, merge_default_eviction_settings)
+    late = []
+    parsed = parse_reserved_memory(reserved_memory, late)
+    threshold = str(eviction.get("memory.available", ""))
+    percentage = threshold.endswith("%") and threshold not in ("0%", "100%")
+    if percentage:
+        eviction = dict((k, v) for k, v in eviction.items() if k != "memory.available")
+    requirement = node_allocatable_reservation(kube, system, eviction, None, source)
+    if percentage:
+        reserved = total(values[MEMORY] for dummy, values in parsed if MEMORY in values)
+        if reserved.value > 0:
+            requirement.required[MEMORY] = reserved  # unknown here: whatever is reserved
+    problems = []
+    try:
+        check_reserved_memory(parsed, sorted(set(node for node, dummy in parsed)), requirement)
+    except ReservationError as exc:
+        problems.extend(exc.problems)
+    if problems or late:
+        raise ReservationError(problems + late)
 
 
 def _canonical_map(values):

@@ -48,8 +48,9 @@ def parse_reserved_memory(entries, late=None):
             problems.append("%s: unknown key(s) %s; an entry has only numaNode and limits"
                             % (where, ", ".join(unknown)))
         node = entry.get("numaNode")
-        if isinstance(node, bool) or not isinstance(node, int) or node < 0:
-            problems.append("%s.numaNode: %r is not a NUMA node id (a whole number >= 0)" % (where, node))
+        if isinstance(node, bool) or not isinstance(node, int) or not 0 <= node <= 2 ** 31 - 1:
+            problems.append("%s.numaNode: %r is not a NUMA node id (a whole number from 0 to 2147483647: kubelet "
+                            "reads it as an int32)" % (where, node))
             continue
         limits = entry.get("limits")
         if not isinstance(limits, dict) or not limits:
@@ -170,7 +171,16 @@ def reserved_memory_flag(entries):
     return ";".join(parts)
 
 
+def kubelet_spelling(quantity):
+    """A whole number of bytes written as kubelet prints it (1Gi, 1536Mi), or as plain bytes where
+    kubelet could not convert that spelling back to a whole number (huge: 23622320472Mi)."""
+    text = quantity.canonical()
+    if not quantity.is_integer() or parse_quantity(text).kubelet_int64() is not None:
+        return text
+    return str(quantity.as_int())
+
+
 def canonical_entries(parsed):
     """A parsed reservedMemory in KubeletConfiguration form with canonical quantities."""
-    return [{"numaNode": node, "limits": dict((name, q.canonical()) for name, q in sorted(values.items()))}
+    return [{"numaNode": node, "limits": dict((name, kubelet_spelling(q)) for name, q in sorted(values.items()))}
             for node, values in parsed]

@@ -15,6 +15,7 @@ from ansible_collections.numa.kube.plugins.module_utils.quantity import (
 )
 from ansible_collections.numa.kube.plugins.module_utils.reservation_check import (
     check_reserved_memory,
+    kubelet_spelling,
     parse_reserved_memory,
 )
 from ansible_collections.numa.kube.plugins.module_utils.reservation_rules import (
@@ -82,7 +83,7 @@ def layout_reserved_memory(requirement, numa_nodes, node_memory=None, placement=
         unit = _unit_for(name, amount)
         for node, share in zip(targets, _split(amount // unit, weights)):
             if share:
-                layout[node][name] = bytes_quantity(share * unit).canonical()
+                layout[node][name] = kubelet_spelling(bytes_quantity(share * unit))
     return [{"numaNode": n, "limits": layout[n]} for n in targets if layout[n]]
 
 

@@ -16,6 +16,7 @@ import re
 import struct
 
 from ansible_collections.numa.kube.plugins.module_utils.errors import ProblemsError
+from ansible_collections.numa.kube.plugins.module_utils.kubelet_rules import go_duration
 from ansible_collections.numa.kube.plugins.module_utils.quantity import (
     BINARY_SI,
     Quantity,
@@ -77,7 +78,11 @@ def hugepage_size(name):
 
 
 def _float32(value):
-    return struct.unpack("f", struct.pack("f", value))[0]
+    """``value`` rounded to a float32, as Go's float32() does (too large: infinity)."""
+    try:
+        return struct.unpack("f", struct.pack("f", value))[0]
+    except OverflowError:
+        return float("inf") if value > 0 else float("-inf")
 
 
 def eks_kube_reserved_memory(max_pods):
@@ -134,6 +139,45 @@ def parse_resource_map(values, what):
 _PERCENTAGE = re.compile(r"^[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]{1,3})?%\Z")
 
 
+def eviction_percentage(value, where):
+    """The fraction kubelet reads from a percentage such as ``7.5%`` (its parsePercentage: a float32,
+    divided by 100 in float32). numa.kube takes plain decimal numbers only."""
+    if not _PERCENTAGE.match(value):
+        raise ReservationError("%s: %r is not a percentage; write it like 5%% or 7.5%% (numa.kube takes plain "
+                               "decimal percentages only, where kubelet would also read NaN, hexadecimal, "
+                               "underscores or a repeated %%)" % (where, value))
+    return _float32(_float32(float(value[:-1])) / 100.0)
+
+
+def eviction_threshold(signal, value, where):
+    """One hard or soft eviction threshold as kubelet parses it (parseThresholdStatement).
+
+    Returns None for a threshold kubelet ignores (``0%`` and ``100%``), the fraction of a
+    percentage, or the Quantity; raises ReservationError for what kubelet refuses.
+    """
+    if signal not in EVICTION_SIGNALS:
+        raise ReservationError("%s: kubelet does not know the eviction signal %r ('unsupported eviction signal "
+                               "%s'); use one of %s" % (where, signal, signal, ", ".join(EVICTION_SIGNALS)))
+    if not isinstance(value, str):
+        raise ReservationError("%s: %r must be a string such as 100Mi or 10%%" % (where, value))
+    if value.endswith("%"):
+        if value in ("0%", "100%"):
+            return None
+        fraction = eviction_percentage(value, where)
+        if not 0 <= fraction <= 1:
+            raise ReservationError("%s: %r is outside 0%%..100%%; kubelet refuses it ('eviction percentage threshold "
+                                   "%s must be %s')" % (where, value, signal, ">= 0%" if fraction < 0 else "<= 100%"))
+        return fraction
+    try:
+        quantity = parse_quantity(value, where)
+    except QuantityError as exc:
+        raise ReservationError("%s; write it as a quantity such as 100Mi or a percentage such as 5%%" % exc)
+    if quantity.value <= 0:
+        raise ReservationError("%s: %r must be positive (kubelet: 'eviction threshold %s must be positive'); use "
+                               "0%% to switch the threshold off" % (where, value, signal))
+    return quantity
+
+
 def eviction_memory(value, memory_capacity, where):
     """The bytes a ``memory.available`` hard threshold reserves, or None when it is ignored.
 
@@ -141,32 +185,65 @@ def eviction_memory(value, memory_capacity, where):
     number is parsed as float32 and divided by 100 in float32, then multiplied in float64 and
     truncated. ``0%`` and ``100%`` switch the threshold off.
     """
-    if isinstance(value, str) and value.endswith("%"):
+    threshold = eviction_threshold("memory.available", value, where)
+    if threshold is None or isinstance(threshold, Quantity):
+        return threshold
+    if memory_capacity is None:
+        raise ReservationError(
+            "%s: %r is a percentage of the node's memory, which is unknown here; pass "
+            "numa_node_memory (from numa.kube.topology_facts) or memory_capacity" % (where, value))
+    return Quantity(int(float(memory_capacity) * threshold), BINARY_SI)
+
+
+def eviction_problems(hard=None, soft=None, grace_periods=None, minimum_reclaim=None):
+    """Every problem kubelet finds in its eviction settings when it starts (ParseThresholdConfig):
+    hard and soft thresholds, a grace period for each soft one, and the minimum reclaims."""
+    problems = []
+    for field, statements in (("evictionHard", hard), ("evictionSoft", soft)):
+        for signal, value in sorted((statements or {}).items()):
+            try:
+                eviction_threshold(signal, value, "%s.%s" % (field, signal))
+            except ReservationError as exc:
+                problems.extend(exc.problems)
+    for signal, value in sorted((soft or {}).items()):
         if value in ("0%", "100%"):
-            return None
-        # a plain decimal number in ASCII, as written in a kubelet configuration: Python's float()
-        # would also take spaces, underscores, other scripts' digits, nan and inf
-        if not _PERCENTAGE.match(value):
-            raise ReservationError("%s: %r is not a percentage; write it like 5%% or 7.5%% (numa.kube takes plain "
-                                   "decimal percentages only, where kubelet would also read NaN, hexadecimal, "
-                                   "underscores or a repeated %%)" % (where, value))
-        number = float(value[:-1])
-        if number < 0 or number > 100:
-            raise ReservationError("%s: %r is outside 0%%..100%%; kubelet refuses it" % (where, value))
-        if memory_capacity is None:
-            raise ReservationError(
-                "%s: %r is a percentage of the node's memory, which is unknown here; pass "
-                "numa_node_memory (from numa.kube.topology_facts) or memory_capacity" % (where, value))
-        fraction = _float32(_float32(number) / 100.0)
-        return Quantity(int(float(memory_capacity) * fraction), BINARY_SI)
-    try:
-        quantity = parse_quantity(value, where)
-    except QuantityError as exc:
-        raise ReservationError("%s; write it as a quantity such as 100Mi or a percentage such as 5%%" % exc)
-    if quantity.value <= 0:
-        raise ReservationError("%s: %r must be positive (kubelet: 'eviction threshold memory.available "
-                               "must be positive'); use 0%% to switch the threshold off" % (where, value))
-    return quantity
+            continue  # ignored, so it needs no grace period
+        if signal in EVICTION_SIGNALS and signal not in (grace_periods or {}):
+            problems.append("evictionSoft.%s: kubelet needs a grace period for it ('grace period must be specified "
+                            "for the soft eviction threshold %s'); set evictionSoftGracePeriod.%s, e.g. 1m30s"
+                            % (signal, signal, signal))
+    for signal, value in sorted((grace_periods or {}).items()):
+        where = "evictionSoftGracePeriod.%s" % signal
+        if signal not in EVICTION_SIGNALS:
+            problems.append("%s: kubelet does not know this eviction signal; use one of %s"
+                            % (where, ", ".join(EVICTION_SIGNALS)))
+            continue
+        try:
+            period = go_duration(value)
+        except ValueError as exc:
+            problems.append("%s: %r is not a duration such as 1m30s (kubelet: '%s')" % (where, value, exc))
+            continue
+        if period < 0:
+            problems.append("%s: %r is negative (kubelet: 'invalid eviction grace period specified: %s, must be a "
+                            "positive value')" % (where, value, value))
+    for signal, value in sorted((minimum_reclaim or {}).items()):
+        where = "evictionMinimumReclaim.%s" % signal
+        if signal not in EVICTION_SIGNALS:
+            problems.append("%s: kubelet does not know this eviction signal; use one of %s"
+                            % (where, ", ".join(EVICTION_SIGNALS)))
+            continue
+        try:
+            if value.endswith("%"):
+                if eviction_percentage(value, where) <= 0:
+                    problems.append("%s: %r must be positive (kubelet: 'eviction percentage minimum reclaim %s must "
+                                    "be positive')" % (where, value, signal))
+                continue
+            if parse_quantity(value, where).value < 0:
+                problems.append("%s: %r is negative (kubelet: 'negative eviction minimum reclaim specified for %s')"
+                                % (where, value, signal))
+        except (ReservationError, QuantityError) as exc:
+            problems.extend(getattr(exc, "problems", [str(exc)]))
+    return problems
 
 
 def effective_settings(distribution="kubeadm", kube_reserved=None, system_reserved=None,
@@ -182,9 +259,9 @@ def effective_settings(distribution="kubeadm", kube_reserved=None, system_reserv
     kube = {}
     if distribution == "eks":
         if eks_max_pods is not None:
-            if isinstance(eks_max_pods, bool) or int(eks_max_pods) < 1:
-                raise ReservationError("eks_max_pods %r must be a positive whole number (the "
-                                       "instance type's max pods)" % (eks_max_pods,))
+            if isinstance(eks_max_pods, bool) or not 1 <= int(eks_max_pods) <= 2 ** 31 - 1:
+                raise ReservationError("eks_max_pods %r must be a whole number from 1 to 2147483647 (the "
+                                       "instance type's max pods; kubelet's maxPods is an int32)" % (eks_max_pods,))
             kube[MEMORY] = eks_kube_reserved_memory(eks_max_pods).canonical()
         if cpu_count:
             kube["cpu"] = eks_kube_reserved_cpu(cpu_count).canonical()

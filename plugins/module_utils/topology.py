@@ -35,25 +35,42 @@ class TopologyError(Exception):
     """sysfs is missing or unreadable where a value is required."""
 
 
-def parse_cpu_list(text):
-    """Parse a kernel CPU/node list such as ``0-3,8-11`` into a sorted list of ints."""
-    result = set()
+# Linux numbers CPUs below its NR_CPUS, at most 8192 on any architecture it builds for: a CPU list
+# naming a larger id comes from no machine.
+MAX_CPUS = 8192
+_CPU_RANGE = re.compile(r"^\s*([0-9]+)\s*(?:-\s*([0-9]+)\s*)?\Z")
+
+
+def parse_cpu_list(text, limit=MAX_CPUS):
+    """Parse a kernel CPU/node list such as ``0-3,8-11`` into a sorted list of ints.
+
+    Every id must be below ``limit`` (default MAX_CPUS; pass the machine's count of possible CPUs
+    when known), checked before anything is expanded, so that ``0-4294967295`` is refused at once
+    instead of filling memory. Raises ValueError naming the part at fault.
+    """
     text = (text or "").strip()
     if not text:
         return []
+    spans = []
     for part in text.split(","):
-        part = part.strip()
-        if not part:
+        if not part.strip():
             continue
-        if "-" in part:
-            low, high = part.split("-", 1)
-            low, high = int(low), int(high)
-            if high < low:
-                raise ValueError("range %r runs backwards" % part)
-            result.update(range(low, high + 1))
-        else:
-            result.add(int(part))
-    return sorted(result)
+        match = _CPU_RANGE.match(part)
+        if not match or len(part) > 40:
+            raise ValueError("%r is not a CPU id or range such as 4 or 0-3" % part.strip())
+        low = int(match.group(1))
+        high = int(match.group(2)) if match.group(2) is not None else low
+        if high < low:
+            raise ValueError("range %r runs backwards" % part.strip())
+        if high >= limit:
+            raise ValueError("%r names CPU %d, but CPU ids stop at %d (%d CPUs at most); check the list"
+                             % (part.strip(), high, limit - 1, limit))
+        spans.append((low, high))
+    result = []
+    for low, high in sorted(spans):
+        start = max(low, result[-1] + 1) if result else low
+        result.extend(range(start, high + 1))
+    return result
 
 
 def format_cpu_list(cpus):

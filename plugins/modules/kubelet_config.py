@@ -18,12 +18,17 @@ description:
     keeping every other key; or writes a drop-in file for kubelet's C(--config-dir).
   - Merging follows JSON merge patch, as kubelet does for drop-ins - mappings merge key by key,
     lists and scalars replace, and a null value removes a key.
-  - Before writing, validates the resulting configuration - field names (with a suggestion for a
-    misspelling), the case-sensitive policy names (C(none)/C(static) for the CPU manager,
-    C(None)/C(Static) for the memory manager), topology manager policy, scope and options
-    (C(max-allowable-numa-nodes) a whole number >= 8), the static CPU policy's need for reserved
-    CPU, C(reservedSystemCPUs) not combined with reserved cgroups, and the shape of
-    C(reservedMemory).
+  - Before writing, validates the resulting configuration as kubelet does when it starts - field
+    names (with a suggestion for a misspelling); every value against its field's type (C(maxPods)
+    is an int32, durations are Go durations); feature gates (known, not locked, dependencies
+    enabled) and the values that depend on them (C(memoryReservationPolicy), graceful shutdown,
+    swap...); kubelet's range and consistency rules (ports, image GC thresholds,
+    C(enforceNodeAllocatable)...); C(kubeReserved) and C(systemReserved) (no negative amounts); every
+    hard and soft eviction threshold, grace period and minimum reclaim; the case-sensitive policy
+    names (C(none)/C(static) for the CPU manager, C(None)/C(Static) for the memory manager), the
+    Topology Manager's policy, scope and options (C(max-allowable-numa-nodes) a whole number >= 8),
+    the CPU Manager's options and the gates they need, the static CPU policy's reserved CPUs,
+    C(reservedSystemCPUs), and C(reservedMemory) against the sums kubelet demands.
   - Reports whether kubelet must restart and whether C(cpu_manager_state) or
     C(memory_manager_state) must be removed before it can start. The module itself never restarts
     kubelet nor removes state.
@@ -33,7 +38,7 @@ options:
   path:
     description:
       - The kubelet configuration file to change; with O(dropin=true), the drop-in file to write,
-        which must end in C(.conf).
+        which must end in C(.conf). An absolute path; a directory, a device or a pipe is refused.
     type: path
     required: true
   settings:
@@ -79,13 +84,23 @@ options:
     default: false
   numa_node_count:
     description:
-      - Number of NUMA nodes of the machine, to refuse a topology policy kubelet would refuse on
-        machines with more than 8 nodes.
+      - Number of NUMA nodes of the machine (1 to 1024), to refuse a topology policy kubelet would
+        refuse on machines with more than 8 nodes.
     type: int
   online_cpus:
     description:
-      - Online CPUs of the machine as a list string (C(0-15)), to check C(reservedSystemCPUs).
+      - Online CPUs of the machine as a list string (C(0-15)), to check C(reservedSystemCPUs) and
+        the number of CPUs the static CPU policy reserves. CPU ids stop at 8191.
     type: str
+  cpus:
+    description:
+      - The machine's CPUs as M(numa.kube.topology_facts) reports them (C(numa_topology.cpus) - each
+        with C(id), C(core), C(socket), C(numa_node)), to check what kubelet's CPU Manager refuses
+        on this machine only - C(align-by-socket) where sockets outnumber the NUMA nodes with CPUs,
+        and more reserved CPUs than the machine has. Without O(online_cpus), the online CPUs are
+        these.
+    type: list
+    elements: dict
   eviction_distribution:
     description:
       - Whose default hard eviction thresholds apply when the configuration sets none
@@ -195,11 +210,43 @@ problems:
   elements: str
 """
 
+import os
+import stat
+
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.numa.kube.plugins.module_utils import file_update
 from ansible_collections.numa.kube.plugins.module_utils.kubelet_config import KubeletConfigError, plan_change
-from ansible_collections.numa.kube.plugins.module_utils.topology import parse_cpu_list
+from ansible_collections.numa.kube.plugins.module_utils.topology import MAX_CPUS, parse_cpu_list
+
+
+# Linux's MAX_NUMNODES at its largest (NODES_SHIFT 10)
+MAX_NUMA_NODES = 1024
+
+
+def path_problem(what, path, must_exist=False):
+    """Why ``path`` cannot be the kubelet configuration file to read or write, or None."""
+    if not path:
+        return "%s is empty: give the absolute path of the kubelet configuration file" % what
+    if not os.path.isabs(path):
+        return ("%s %r is relative: give an absolute path (a relative one would depend on the directory the module "
+                "runs in)" % (what, path))
+    if os.path.isdir(path):
+        return ("%s %s is a directory: point it at the kubelet configuration file itself (for a drop-in, a file "
+                "ending in .conf inside kubelet's --config-dir)" % (what, path))
+    if os.path.exists(path) and not stat.S_ISREG(os.stat(path).st_mode):
+        return "%s %s is not a regular file (a device, socket or pipe): point it at the kubelet configuration file" % (
+            what, path)
+    if must_exist and not os.path.exists(path):
+        return "%s %s does not exist" % (what, path)
+    return None
+
+
+def read(module, what, path):
+    try:
+        return file_update.read_text(path)
+    except (IOError, OSError, UnicodeError) as exc:
+        module.fail_json(msg="%s %s cannot be read: %s" % (what, path, exc))
 
 
 def main():
@@ -215,6 +262,7 @@ def main():
             backup=dict(type="bool", default=False),
             numa_node_count=dict(type="int"),
             online_cpus=dict(type="str"),
+            cpus=dict(type="list", elements="dict"),
             numa_node_memory=dict(type="dict"),
             memory_capacity=dict(type="raw"),
             eviction_distribution=dict(type="str", default="kubeadm", choices=["kubeadm", "rke2", "k3s", "eks"]),
@@ -224,30 +272,40 @@ def main():
     )
     params = module.params
     path = params["path"]
-    current = file_update.read_text(path)
+    problems = [p for p in [path_problem("path", path)] + [
+        path_problem("base_path", base, must_exist=True) for base in params["base_path"] or []] if p]
+    if params["numa_node_count"] is not None and not 1 <= params["numa_node_count"] <= MAX_NUMA_NODES:
+        problems.append("numa_node_count %d is not a number of NUMA nodes (1 to %d)"
+                        % (params["numa_node_count"], MAX_NUMA_NODES))
+    online = None
+    if params["online_cpus"]:
+        try:
+            online = parse_cpu_list(params["online_cpus"])
+        except ValueError as exc:
+            problems.append("online_cpus %r is not a CPU list such as 0-15: %s" % (params["online_cpus"], exc))
+    for index, cpu in enumerate(params["cpus"] or []):
+        number = cpu.get("id")
+        if isinstance(number, bool) or not isinstance(number, int) or not 0 <= number < MAX_CPUS:
+            problems.append("cpus[%d]: id %r is not a CPU id (0 to %d); pass numa_topology.cpus from "
+                            "numa.kube.topology_facts" % (index, number, MAX_CPUS - 1))
+    if problems:
+        module.fail_json(msg=" | ".join(problems), problems=problems)
+    current = read(module, "path", path)
     mode = "dropin" if params["dropin"] else "merge"
     if current is None and mode == "merge" and not params["create"]:
         module.fail_json(msg="%s does not exist; point path at the kubelet configuration in use, or set "
                              "create=true to start a new one" % path)
-    bases = []
-    for base_path in params["base_path"] or []:
-        base_text = file_update.read_text(base_path)
-        if base_text is None:
-            module.fail_json(msg="base_path %s does not exist" % base_path)
-        bases.append((base_path, base_text))
+    bases = [(base, read(module, "base_path", base)) for base in params["base_path"] or []]
     try:
-        online = parse_cpu_list(params["online_cpus"]) if params["online_cpus"] else None
         plan = plan_change(path, current, params["settings"], mode, params["format"],
                            numa_node_count=params["numa_node_count"], online_cpus=online, bases=bases,
                            check=params["validate"],
                            machine=dict(numa_node_memory=params["numa_node_memory"],
                                         memory_capacity=params["memory_capacity"],
-                                        distribution=params["eviction_distribution"]))
+                                        distribution=params["eviction_distribution"], cpus=params["cpus"]))
     except KubeletConfigError as exc:
         module.fail_json(msg="kubelet would refuse this configuration: " + " | ".join(exc.problems),
                          problems=exc.problems)
-    except ValueError as exc:
-        module.fail_json(msg="online_cpus %r is not a CPU list such as 0-15: %s" % (params["online_cpus"], exc))
     result = dict(
         changed=plan["changed"],
         differs=plan["changed"],

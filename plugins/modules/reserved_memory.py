@@ -72,12 +72,13 @@ options:
     default: kubeadm
   eks_max_pods:
     description:
-      - EKS only. maxPods of the node; kubeReserved memory = 11 * maxPods + 255 MiB.
+      - EKS only. maxPods of the node (1 to 2147483647, kubelet's int32); kubeReserved memory = 11 *
+        maxPods + 255 MiB.
     type: int
   cpu_count:
     description:
-      - EKS only. Number of CPUs, for the EKS kubeReserved CPU formula (reported, not part of the
-        memory sum).
+      - EKS only. Number of CPUs (1 to 8192), for the EKS kubeReserved CPU formula (reported, not
+        part of the memory sum).
     type: int
   reserved_memory:
     description:
@@ -228,9 +229,23 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.numa.kube.plugins.module_utils.quantity import QuantityError
 from ansible_collections.numa.kube.plugins.module_utils.reservation import (
     DISTRIBUTIONS,
+    MAX_NUMA_NODES,
     ReservationError,
     plan,
 )
+from ansible_collections.numa.kube.plugins.module_utils.topology import MAX_CPUS
+
+
+def input_problems(params):
+    """What is wrong with the machine described to the module, before any arithmetic."""
+    problems = []
+    if params["cpu_count"] is not None and not 1 <= params["cpu_count"] <= MAX_CPUS:
+        problems.append("cpu_count %d is not a number of CPUs (1 to %d)" % (params["cpu_count"], MAX_CPUS))
+    for what, nodes in (("numa_nodes", params["numa_nodes"] or []), ("placement_node", [params["placement_node"]])):
+        for node in nodes:
+            if node is not None and not 0 <= node < MAX_NUMA_NODES:
+                problems.append("%s: %d is not a NUMA node id (0 to %d)" % (what, node, MAX_NUMA_NODES - 1))
+    return problems
 
 
 def main():
@@ -255,6 +270,9 @@ def main():
         supports_check_mode=True,
     )
     params = dict((k, v) for k, v in module.params.items())
+    problems = input_problems(params)
+    if problems:
+        module.fail_json(msg=" | ".join(problems), problems=problems)
     try:
         result = plan(**params)
     except (ReservationError, QuantityError) as exc:

@@ -1,22 +1,27 @@
 // Command oracle answers questions about kubelet's rules with kubelet's own code, built from the
-// k8s.io/kubernetes module pinned in molecule/resources/kube/go.mod (see ../build-oracle.sh). numa.kube's differential tests
-// (tests/differential) send it generated inputs and compare its answers with the collection's.
+// k8s.io/kubernetes module the test bed pins (molecule/resources/kube/go.mod; see
+// ../build-oracle.sh). numa.kube's differential tests (tests/differential) send it generated inputs
+// and compare its answers with the collection's.
 //
 // It reads one JSON request a line on stdin and writes one JSON answer a line on stdout:
 //
 //	{"kind": "quantity", "text": "1.5Gi"}
 //	    resource.ParseQuantity: ok, error, the exact value and kubelet's canonical spelling.
-//	{"kind": "kubelet", "config": "<KubeletConfiguration YAML>", "nodes": [bytes, ...], "capacity": bytes}
-//	    what a kubelet started on that configuration, on a machine with those NUMA nodes, does with
-//	    its memory reservation: load the file (configfiles, the loader kubelet uses), default
-//	    evictionHard, set its feature gates, validate it, resolve reservedSystemCPUs, parse
-//	    kubeReserved/systemReserved and the hard eviction thresholds, then create the Topology, CPU
-//	    and Memory Managers with the node allocatable reservation, as NewContainerManager does.
-//	    The first step that fails is reported with kubelet's error text.
+//	{"kind": "kubelet", "config": "<KubeletConfiguration YAML>", "nodes": [bytes, ...], "capacity": bytes,
+//	 "cpus": [cores per node, ...], "smt": threads per core, "sockets": [socket of each node, ...],
+//	 "sockets_per_node": n}
+//	    what a kubelet started on that configuration, on a machine of that shape, does before it
+//	    runs pods: load the file (configfiles, the loader kubelet uses), default evictionHard, set
+//	    its feature gates, validate it, resolve reservedSystemCPUs, parse kubeReserved/systemReserved
+//	    and the hard eviction thresholds, create the Topology, CPU and Memory Managers with the node
+//	    allocatable reservation, as NewContainerManager does, then parse every eviction setting as
+//	    NewMainKubelet does. The first step that fails is reported with kubelet's error text. Each
+//	    request starts from kubelet's default feature gates.
 //	{"kind": "flags"}
-//	    every top-level KubeletConfiguration (v1beta1) field, and the command-line flags kubelet
-//	    binds to it (found by the address each flag writes to), deprecated ones marked; and every
-//	    feature gate with its default and whether it is locked to it.
+//	    every top-level KubeletConfiguration (v1beta1) field with its Go type, and the command-line
+//	    flags kubelet binds to it (found by the address each flag writes to), deprecated ones marked;
+//	    the configuration kubelet defaults an empty file to; and every feature gate with its default,
+//	    stage, whether it is locked to its default, and the gates it depends on.
 package main
 
 import (
@@ -27,15 +32,16 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strconv"
 	"strings"
 
 	cadvisorapi "github.com/google/cadvisor/info/v1"
 	"github.com/spf13/pflag"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
-	"k8s.io/component-base/featuregate"
 	"k8s.io/klog/v2"
 	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
 	"k8s.io/kubernetes/cmd/kubelet/app/options"
@@ -61,9 +67,16 @@ type request struct {
 	Config   string   `json:"config"`
 	Nodes    []uint64 `json:"nodes"`
 	Capacity uint64   `json:"capacity"`
-	// CPUs per NUMA node (ids numbered node after node, one core and socket per node, distances
-	// 10 and 20); one each when absent
+	// physical cores per NUMA node, numbered node after node; one each when absent
 	CPUs []int `json:"cpus"`
+	// threads per core (SMT): thread t of core c is CPU c + t * (all cores), as Linux numbers
+	// siblings; 1 when absent
+	SMT int `json:"smt"`
+	// the socket of each NUMA node's cores; node i is on socket i when absent
+	Sockets []int `json:"sockets"`
+	// sockets per NUMA node (more sockets than NUMA nodes): core j of a node on socket s is on
+	// socket s * n + j % n; 1 when absent
+	SocketsPerNode int `json:"sockets_per_node"`
 }
 
 type answer struct {
@@ -79,14 +92,19 @@ type answer struct {
 	Strict string `json:"strict,omitempty"`
 	// kind "flags": JSON field name to the flags that set it ("name" or "name (deprecated)")
 	Fields map[string][]string `json:"fields,omitempty"`
+	// kind "flags": JSON field name to its Go type (v1beta1), as reflect prints it
+	Types map[string]string `json:"types,omitempty"`
+	// kind "flags": an empty configuration file after kubelet's defaulting (v1beta1, JSON)
+	Defaults json.RawMessage `json:"defaults,omitempty"`
 	// kind "flags": every feature gate kubelet knows, with its default and whether it is locked
 	Gates map[string]gate `json:"gates,omitempty"`
 }
 
 type gate struct {
-	Default bool   `json:"default"`
-	Locked  bool   `json:"locked"`
-	Stage   string `json:"stage"`
+	Default   bool     `json:"default"`
+	Locked    bool     `json:"locked"`
+	Stage     string   `json:"stage"`
+	DependsOn []string `json:"depends_on,omitempty"`
 }
 
 // flags maps each top-level field of KubeletConfiguration to the kubelet flags bound to it: a
@@ -113,6 +131,7 @@ func flags(req request) answer {
 	jsonName := map[string]string{}
 	public := reflect.TypeOf(kubeletv1beta1.KubeletConfiguration{})
 	fields := map[string][]string{}
+	types := map[string]string{}
 	for i := 0; i < public.NumField(); i++ {
 		field := public.Field(i)
 		name := strings.Split(field.Tag.Get("json"), ",")[0]
@@ -124,6 +143,7 @@ func flags(req request) answer {
 		}
 		jsonName[field.Name] = name
 		fields[name] = []string{}
+		types[name] = field.Type.String()
 	}
 	fs.VisitAll(func(flag *pflag.Flag) {
 		value := reflect.ValueOf(flag.Value)
@@ -153,10 +173,61 @@ func flags(req request) answer {
 		}
 	})
 	gates := map[string]gate{}
+	dependencies := utilfeature.DefaultMutableFeatureGate.Dependencies()
 	for name, spec := range utilfeature.DefaultMutableFeatureGate.GetAll() {
-		gates[string(name)] = gate{Default: spec.Default, Locked: spec.LockToDefault, Stage: string(spec.PreRelease)}
+		g := gate{Default: spec.Default, Locked: spec.LockToDefault, Stage: string(spec.PreRelease)}
+		for _, dependency := range dependencies[name] {
+			g.DependsOn = append(g.DependsOn, string(dependency))
+		}
+		gates[string(name)] = g
 	}
-	return answer{ID: req.ID, OK: true, Fields: fields, Gates: gates}
+	// what kubelet makes of an empty file: the v1beta1 defaults
+	empty := &kubeletv1beta1.KubeletConfiguration{}
+	kubeletScheme.Default(empty)
+	defaults, err := json.Marshal(empty)
+	if err != nil {
+		return answer{ID: req.ID, Stage: "defaults", Error: err.Error()}
+	}
+	return answer{ID: req.ID, OK: true, Fields: fields, Types: types, Defaults: defaults, Gates: gates}
+}
+
+// kubeletScheme holds kubelet's configuration types with their defaulting functions.
+var kubeletScheme = func() *runtime.Scheme {
+	s, _, err := scheme.NewSchemeAndCodecs()
+	if err != nil {
+		panic(err)
+	}
+	return s
+}()
+
+// pristineGates are kubelet's feature gates before any configuration set them; each kubelet
+// request starts from a copy, so that one file's gates (AllBeta=false, a gate set against its
+// dependencies) do not leak into the next answer.
+var pristineGates = utilfeature.DefaultMutableFeatureGate.DeepCopy()
+
+func freshGates() {
+	gates := pristineGates.DeepCopy()
+	utilfeature.DefaultMutableFeatureGate = gates
+	utilfeature.DefaultFeatureGate = gates
+}
+
+// widestRange is the widest CPU range the oracle lets kubelet expand: cpuset.Parse walks a range
+// one CPU at a time, so 0-4294967295 would take the oracle down rather than answer.
+const widestRange = 1 << 20
+
+func tooWide(list string) error {
+	for _, part := range strings.Split(list, ",") {
+		bounds := strings.SplitN(part, "-", 2)
+		if len(bounds) != 2 {
+			continue
+		}
+		low, errLow := strconv.ParseInt(bounds[0], 10, 64)
+		high, errHigh := strconv.ParseInt(bounds[1], 10, 64)
+		if errLow == nil && errHigh == nil && high-low > widestRange {
+			return fmt.Errorf("range %q: kubelet would add its %d CPUs one by one", part, high-low+1)
+		}
+	}
+	return nil
 }
 
 // strictCodecs decode as kubelet first tries to: unknown and duplicate fields are errors.
@@ -168,7 +239,13 @@ var strictCodecs = func() *serializer.CodecFactory {
 	return codecs
 }()
 
-func quantity(req request) answer {
+func quantity(req request) (ans answer) {
+	// apimachinery panics on some exponents (0e2147483648): kubelet would crash on them
+	defer func() {
+		if r := recover(); r != nil {
+			ans = answer{ID: req.ID, Stage: "panic", Error: fmt.Sprint(r)}
+		}
+	}()
 	q, err := resource.ParseQuantity(req.Text)
 	if err != nil {
 		return answer{ID: req.ID, Error: err.Error()}
@@ -240,6 +317,7 @@ func kubelet(req request, workdir string) (ans answer) {
 
 func startKubelet(req request, workdir string) answer {
 	fail := func(stage string, err error) answer { return answer{ID: req.ID, Stage: stage, Error: err.Error()} }
+	freshGates()
 	dir := filepath.Join(workdir, fmt.Sprint(req.ID))
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fail("setup", err)
@@ -273,44 +351,17 @@ func startKubelet(req request, workdir string) answer {
 	}
 	// the machine answering is not the node: whether it runs cgroup v1 is not the question asked
 	kc.FailCgroupV1 = false
-	// kubelet sets the global feature gates from the file before validating it; they are put back
-	// after each request, since one process answers many
-	restore := map[string]bool{}
-	known := utilfeature.DefaultMutableFeatureGate.GetAll()
-	for name := range kc.FeatureGates {
-		if _, ok := known[featuregate.Feature(name)]; ok {
-			restore[name] = utilfeature.DefaultFeatureGate.Enabled(featuregate.Feature(name))
-		}
-	}
-	defer func() { _ = utilfeature.DefaultMutableFeatureGate.SetFromMap(restore) }()
+	// kubelet sets the global feature gates from the file before validating it
 	if err := utilfeature.DefaultMutableFeatureGate.SetFromMap(kc.FeatureGates); err != nil {
 		return fail("featureGates", err)
+	}
+	if err := tooWide(kc.ReservedSystemCPUs); err != nil {
+		return fail("too-wide", err)
 	}
 	if err := validation.ValidateKubeletConfiguration(kc, utilfeature.DefaultFeatureGate); err != nil {
 		return fail("validate", err)
 	}
-	machine := &cadvisorapi.MachineInfo{MemoryCapacity: req.Capacity}
-	cpu := 0
-	for id, memory := range req.Nodes {
-		count := 1
-		if req.CPUs != nil {
-			count = req.CPUs[id]
-		}
-		// the distances a two-socket machine's firmware reports: 10 to itself, 20 to the others
-		distances := make([]uint64, len(req.Nodes))
-		for other := range distances {
-			distances[other] = 20
-		}
-		distances[id] = 10
-		node := cadvisorapi.Node{Id: id, Memory: memory, Distances: distances}
-		for i := 0; i < count; i++ {
-			node.Cores = append(node.Cores, cadvisorapi.Core{Id: cpu, Threads: []int{cpu}, SocketID: id})
-			cpu++
-		}
-		machine.Topology = append(machine.Topology, node)
-	}
-	machine.NumCores = cpu
-	machine.NumSockets = len(req.Nodes)
+	machine := describeMachine(req)
 	// as cmd/kubelet/app's getReservedCPUs and what follows it: reserved CPUs replace the cpu of
 	// kubeReserved and systemReserved
 	reservedCPUs := cpuset.New()
@@ -368,7 +419,69 @@ func startKubelet(req request, workdir string) answer {
 	if err != nil {
 		return answer{ID: req.ID, Stage: "memorymanager", Error: err.Error(), Reservation: printed, Strict: strict}
 	}
+	// NewMainKubelet, after the container manager: every eviction setting, soft ones included
+	_, err = eviction.ParseThresholdConfig(kc.EnforceNodeAllocatable, kc.EvictionHard, kc.EvictionSoft,
+		kc.EvictionSoftGracePeriod, kc.EvictionMinimumReclaim)
+	if err != nil {
+		return answer{ID: req.ID, Stage: "eviction-settings", Error: err.Error(), Reservation: printed, Strict: strict}
+	}
 	return answer{ID: req.ID, OK: true, Reservation: printed, Strict: strict}
+}
+
+// describeMachine is what cAdvisor would report for the machine of the request: NUMA nodes with
+// their memory and cores, each core's threads, each node's socket, and the distances a two-socket
+// machine's firmware reports (10 to itself, 20 to the others).
+func describeMachine(req request) *cadvisorapi.MachineInfo {
+	machine := &cadvisorapi.MachineInfo{MemoryCapacity: req.Capacity}
+	smt := req.SMT
+	if smt < 1 {
+		smt = 1
+	}
+	cores := 0
+	for id := range req.Nodes {
+		if req.CPUs != nil {
+			cores += req.CPUs[id]
+		} else {
+			cores++
+		}
+	}
+	core := 0
+	sockets := map[int]bool{}
+	for id, memory := range req.Nodes {
+		count := 1
+		if req.CPUs != nil {
+			count = req.CPUs[id]
+		}
+		socket := id
+		if req.Sockets != nil {
+			socket = req.Sockets[id]
+		}
+		distances := make([]uint64, len(req.Nodes))
+		for other := range distances {
+			distances[other] = 20
+		}
+		distances[id] = 10
+		node := cadvisorapi.Node{Id: id, Memory: memory, Distances: distances}
+		perNode := req.SocketsPerNode
+		if perNode < 1 {
+			perNode = 1
+		}
+		for i := 0; i < count; i++ {
+			threads := []int{}
+			for t := 0; t < smt; t++ {
+				threads = append(threads, core+t*cores)
+			}
+			on := socket*perNode + i%perNode
+			node.Cores = append(node.Cores, cadvisorapi.Core{Id: core, Threads: threads, SocketID: on})
+			sockets[on] = true
+			core++
+		}
+		machine.Topology = append(machine.Topology, node)
+	}
+	machine.NumCores = cores * smt
+	machine.NumPhysicalCores = cores
+	machine.NumSockets = len(sockets)
+	return machine
 }
 
 func main() {

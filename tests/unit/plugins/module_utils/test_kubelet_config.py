@@ -77,7 +77,7 @@ def BEST_EFFORT_WITH(options):  # pylint: disable=invalid-name
     (BEST_EFFORT_WITH({"max-allowable-numa-nodes": "4"}), "must be a whole number >= 8"),
     (BEST_EFFORT_WITH({"max-allowable-numa-nodes": "many"}), "must be a whole number >= 8"),
     (BEST_EFFORT_WITH({"max-allowable-numa-nodes": " 9"}), "must be a whole number >= 8"),
-    ({"topologyManagerPolicyOptions": {"prefer-closest-numa-nodes": True}}, "must be a string"),
+    ({"topologyManagerPolicyOptions": {"prefer-closest-numa-nodes": True}}, "is not a string: write \"true\""),
     (BEST_EFFORT_WITH({"prefer-closest-numa-nodes": "yes"}), "must be \"true\" or \"false\""),
     (BEST_EFFORT_WITH({"closest": "true"}), "unknown option"),
     ({"cpuManagerPolicyOptions": {"full-pcpus-only": "true"}}, "cpuManagerPolicy is none, which takes no options"),
@@ -90,8 +90,8 @@ def BEST_EFFORT_WITH(options):  # pylint: disable=invalid-name
     ({"featureGates": {"CPUManagerPolicyOptions": False}}, "locked to true"),
     ({"reservedSystemCPUs": "0,"}, "not a CPU list"),
     ({"reservedSystemCPUs": " 0-1"}, "not a CPU list"),
-    ({"reservedSystemCPUs": "0-99999999"}, "wider than any machine"),
-    ({"topologyManagerPolicyOptions": ["prefer-closest-numa-nodes"]}, "expected a mapping"),
+    ({"reservedSystemCPUs": "0-99999999"}, "but CPU ids stop at 8191"),
+    ({"topologyManagerPolicyOptions": ["prefer-closest-numa-nodes"]}, "is not a mapping; kubelet cannot load the file"),
     ({"cpuManagerPolicy": "static", "kubeReserved": {"cpu": "500m"},
       "cpuManagerPolicyOptions": {"full-pcpus-only": True}}, "write \"true\""),
     ({"cpuManagerPolicy": "static", "kubeReserved": {"cpu": "500m"},
@@ -263,6 +263,94 @@ def test_the_reservation_is_checked_against_the_configuration_that_results():
     with pytest.raises(KubeletConfigError, match="you should specify the system reserved memory"):
         validate({"memoryManagerPolicy": "Static", "kubeReserved": {"cpu": "1"}, "evictionHard": {}},
                  machine=MACHINE)
-    # without the machine only the shape is checked; with the None policy nothing is summed
-    validate(config)
+    # without the machine the sums are still kubelet's, whatever the machine (not the node ids)
+    with pytest.raises(KubeletConfigError, match='the total amount "356Mi" of type "memory" is not equal'):
+        validate(config)
+    validate(dict(config, kubeReserved={"cpu": "1", "memory": "256Mi"}))
+    validate(dict(config, kubeReserved={"cpu": "1", "memory": "256Mi"},
+                  reservedMemory=[{"numaNode": 5, "limits": {"memory": "356Mi"}}]))
+    with pytest.raises(KubeletConfigError, match="you should specify the system reserved memory"):
+        validate({"memoryManagerPolicy": "Static", "kubeReserved": {"cpu": "1"}, "evictionHard": {}})
+    # the None policy sums nothing
     validate(dict(config, memoryManagerPolicy="None"), machine=MACHINE)
+
+
+# --- what the review found kubelet refuses and numa.kube accepted (issue 21) -------------------------
+
+@pytest.mark.parametrize("config,message", [
+    ({"maxPods": 10 ** 20}, "maxPods: 100000000000000000000 is out of range: kubelet reads this field as an int32"),
+    ({"maxPods": -1}, "maxPods must not be a negative number"),
+    ({"kubeReserved": {"memory": "-1Gi"}}, "kubeReserved.memory: '-1Gi' is negative; kubelet refuses negative"),
+    ({"systemReserved": {"cpu": "-500m"}}, "systemReserved.cpu: '-500m' is negative"),
+    ({"kubeReserved": {"hugepages-2Mi": "1Gi"}}, "cannot reserve \"hugepages-2Mi\" resource"),
+    ({"memoryReservationPolicy": "TieredReservation"}, "requires MemoryQoS feature gate to be enabled"),
+    ({"evictionHard": {"nodefs.available": "abc"}}, "evictionHard.nodefs.available: 'abc' is not a quantity"),
+    ({"evictionHard": {"imagefs.inodesFree": "150%"}}, "is outside 0%..100%"),
+    ({"evictionHard": {"pid.available": "0"}}, "'eviction threshold pid.available must be positive'"),
+    ({"evictionHard": {"cpu.available": "5%"}}, "kubelet does not know the eviction signal 'cpu.available'"),
+    ({"evictionSoft": {"memory.available": "200Mi"}}, "set evictionSoftGracePeriod.memory.available"),
+    ({"evictionSoftGracePeriod": {"memory.available": "-1s"}}, "must be a positive value"),
+    ({"evictionMinimumReclaim": {"nodefs.available": "0%"}}, "eviction percentage minimum reclaim"),
+    (BEST_EFFORT_WITH({"max-allowable-numa-nodes": "9223372036854775808"}), "is out of range: kubelet reads it"),
+    ({"reservedSystemCPUs": "99999999999999999999"}, "out of range (strconv.Atoi"),
+    ({"memoryManagerPolicy": "Static", "kubeReserved": {"memory": "1Gi"}}, 'the total amount "0" of type "memory"'),
+    ({"featureGates": {"GracefulNodeShutdown": False}}, "depends on features that are disabled"),
+])
+def test_what_kubelet_refuses_at_start_is_refused(config, message):
+    assert message in problems(config)
+
+
+def test_a_decimal_for_a_whole_number_is_refused_on_purpose():
+    assert "numa.kube takes whole numbers only" in problems({"maxPods": 110.0})
+
+
+def test_an_ignored_soft_threshold_needs_no_grace_period():
+    validate({"evictionSoft": {"memory.available": "0%"}})
+
+
+def test_reserved_cpus_replace_the_cpu_of_the_reservations_before_kubelet_reads_them():
+    # kubelet drops kubeReserved.cpu and overwrites systemReserved.cpu when reservedSystemCPUs is set
+    validate({"reservedSystemCPUs": "0-1", "kubeReserved": {"cpu": "-1"}, "systemReserved": {"cpu": "abc"}})
+    assert "kubeReserved.cpu" in problems({"kubeReserved": {"cpu": "-1"}})
+
+
+def cpus(sockets, smt=1):
+    """CPUs of a machine with one core per (node, socket) pair given as [(node, socket), ...]."""
+    result = []
+    for core, (node, socket) in enumerate(sockets):
+        for thread in range(smt):
+            result.append({"id": core + thread * len(sockets), "core": core, "socket": socket, "numa_node": node})
+    return result
+
+
+ALIGN = {"cpuManagerPolicy": "static", "kubeReserved": {"cpu": "1"}, "cpuManagerPolicyOptions": {
+    "align-by-socket": "true"}, "featureGates": {"CPUManagerPolicyAlphaOptions": True}}
+
+
+def test_align_by_socket_where_sockets_outnumber_numa_nodes_is_refused():
+    two_sockets_one_node = {"cpus": cpus([(0, 0), (0, 1)])}
+    assert "this machine has 2 sockets and 1 NUMA nodes with CPUs" in problems(ALIGN, machine=two_sockets_one_node)
+    validate(ALIGN, machine={"cpus": cpus([(0, 0), (1, 0)])})  # sub-NUMA clustering: fine
+    validate(ALIGN)  # machine unknown
+
+
+def test_the_static_policy_cannot_reserve_more_cpus_than_the_machine_has():
+    config = {"cpuManagerPolicy": "static", "kubeReserved": {"cpu": "4500m"}}
+    assert "reserve 5 CPUs, more than this machine's 4 online CPUs" in problems(config, online_cpus=[0, 1, 2, 3])
+    assert "reserve 5 CPUs" in problems(config, machine={"cpus": cpus([(0, 0), (0, 0)], smt=2)})
+    validate(config, online_cpus=list(range(5)))
+    validate(dict(config, reservedSystemCPUs="0"), online_cpus=[0])  # named CPUs replace the count
+
+
+def test_static_memory_alone_with_a_percentage_threshold_needs_only_some_memory():
+    config = {"memoryManagerPolicy": "Static", "evictionHard": {"memory.available": "5%"},
+              "reservedMemory": [{"numaNode": 0, "limits": {"memory": "300Mi"}}]}
+    validate(config)
+    assert "nothing is reserved for memory" in problems(dict(config, reservedMemory=[]))
+    assert "hugepages-2Mi" in problems(dict(config, reservedMemory=[
+        {"numaNode": 0, "limits": {"memory": "300Mi", "hugepages-2Mi": "2Mi"}}]))
+
+
+def test_reserved_memory_numa_node_is_an_int32():
+    assert "kubelet reads it as an int32" in problems({"reservedMemory": [
+        {"numaNode": 2 ** 31, "limits": {"memory": "1Gi"}}]})

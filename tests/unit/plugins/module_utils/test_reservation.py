@@ -8,14 +8,16 @@ __metaclass__ = type
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from ansible_collections.numa.kube.plugins.module_utils.quantity import Quantity
+from ansible_collections.numa.kube.plugins.module_utils.quantity import Quantity, parse_quantity
 from ansible_collections.numa.kube.plugins.module_utils.reservation import (
     MIB,
     Requirement,
     ReservationError,
+    check_without_machine,
     eks_kube_reserved_cpu,
     eks_kube_reserved_memory,
     eviction_memory,
+    eviction_problems,
     hugepage_size,
     layout_reserved_memory,
     plan,
@@ -173,7 +175,10 @@ def test_eks_user_kube_reserved_wins():
 
 def test_eks_needs_max_pods():
     assert "eks_max_pods" in problems_of(distribution="eks", numa_nodes=[0])[0]
-    assert "positive" in problems_of(distribution="eks", eks_max_pods=0, numa_nodes=[0])[0]
+    assert "from 1 to 2147483647" in problems_of(distribution="eks", eks_max_pods=0, numa_nodes=[0])[0]
+    # kubelet's maxPods is an int32: a larger count is no instance type's
+    assert "maxPods is an int32" in problems_of(distribution="eks", eks_max_pods=10 ** 20, numa_nodes=[0])[0]
+    assert plan(distribution="eks", eks_max_pods=2 ** 31 - 1, numa_nodes=[0])["required"]["memory"]
 
 
 def test_max_pods_outside_eks_is_refused():
@@ -423,3 +428,45 @@ def test_an_explicit_reservation_wins_over_the_layout_in_force():
     result = plan(numa_nodes=[0, 1], kube_reserved={"memory": "256Mi"}, reserved_memory=given,
                   current_reserved_memory=current, placement="single")
     assert result["mode"] == "validated" and result["reserved_memory"] == given
+
+
+# --- issue 21: bounded input, every eviction setting, a Static memory manager without the machine ---
+
+def test_every_eviction_setting_is_parsed_as_kubelet_parses_it():
+    found = " | ".join(eviction_problems(
+        hard={"nodefs.available": "-5%", "imagefs.available": "0", "pid.available": "100"},
+        soft={"memory.available": "300Mi", "nodefs.inodesFree": "0%"},
+        grace_periods={"imagefs.available": "1d"},
+        minimum_reclaim={"memory.available": "-1Mi", "nodefs.available": "0%", "imagefs.available": "0"}))
+    assert "evictionHard.nodefs.available: '-5%' is outside 0%..100%" in found
+    assert "'eviction threshold imagefs.available must be positive'" in found
+    assert "evictionSoft.memory.available: kubelet needs a grace period" in found
+    assert "nodefs.inodesFree" not in found  # 0% is ignored, so needs no grace period
+    assert "evictionSoftGracePeriod.imagefs.available: '1d' is not a duration" in found
+    assert "negative eviction minimum reclaim specified for memory.available" in found
+    assert "eviction percentage minimum reclaim nodefs.available must be positive" in found
+    assert "imagefs.available: '0'" not in found.rsplit("evictionMinimumReclaim", maxsplit=1)[-1]  # a zero quantity is fine
+    assert eviction_problems(hard={"memory.available": "100.0%"}) == []
+
+
+def test_the_sums_are_checked_without_the_machine():
+    check_without_machine([{"numaNode": 7, "limits": {"memory": "612Mi"}}], kube_reserved={"memory": "512Mi"})
+    with pytest.raises(ReservationError, match='not equal to the value "612Mi"'):
+        check_without_machine([], kube_reserved={"memory": "512Mi"})
+    with pytest.raises(ReservationError, match="nothing is reserved for memory"):
+        check_without_machine([], eviction_hard={})
+    # RKE2 passes no memory.available threshold: the sum is kube + system reserved only
+    check_without_machine([{"numaNode": 0, "limits": {"memory": "512Mi"}}], distribution="rke2",
+                          kube_reserved={"memory": "512Mi"})
+
+
+def test_a_huge_layout_is_written_so_that_kubelet_can_read_it_back():
+    result = plan(distribution="eks", eks_max_pods=2 ** 31 - 1, numa_node_memory={"0": 2 ** 60, "1": 2 ** 60})
+    for entry in result["reserved_memory"]:
+        assert parse_quantity(entry["limits"]["memory"]).kubelet_int64() is not None, entry
+
+
+@pytest.mark.parametrize("key", ["-1", "1024", "x", "99999999999"])
+def test_numa_node_memory_keys_are_node_ids(key):
+    with pytest.raises(ReservationError, match="is not a NUMA node id"):
+        plan(numa_node_memory={key: 2 ** 30})

@@ -5,6 +5,8 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import time
+
 import pytest
 
 from ansible_collections.numa.kube.plugins.module_utils.topology import (
@@ -42,6 +44,31 @@ def test_parse_cpu_list(text, expected):
 def test_parse_cpu_list_refuses_backwards_range():
     with pytest.raises(ValueError):
         parse_cpu_list("3-1")
+
+
+@pytest.mark.parametrize("text,message", [
+    ("0-4294967295", "'0-4294967295' names CPU 4294967295, but CPU ids stop at 8191"),
+    ("8192", "names CPU 8192"),
+    ("0-3,99999999999999999999", "names CPU 99999999999999999999"),
+    ("-1", "is not a CPU id or range"),
+    ("0-x", "is not a CPU id or range"),
+    ("1" * 50, "is not a CPU id or range"),
+])
+def test_parse_cpu_list_refuses_ids_no_machine_has_before_expanding_anything(text, message):
+    started = time.time()
+    with pytest.raises(ValueError) as info:
+        parse_cpu_list(text)
+    assert message in str(info.value)
+    assert time.time() - started < 0.05
+
+
+def test_parse_cpu_list_takes_the_machines_own_bound_and_is_linear_in_its_input():
+    assert parse_cpu_list("0-8191")[-1] == 8191
+    with pytest.raises(ValueError, match="CPU ids stop at 15"):
+        parse_cpu_list("0-16", limit=16)
+    started = time.time()
+    assert len(parse_cpu_list(",".join(["0-8191"] * 20000))) == 8192
+    assert time.time() - started < 2
 
 
 def test_format_cpu_list_round_trips():
