@@ -35,6 +35,7 @@ import fcntl
 import hashlib
 import json
 import os
+import re
 import stat
 import time
 
@@ -58,6 +59,16 @@ STATES = ("query", "begin", "step", "restore", "finish")
 # (the module was off when it was written) is left alone rather than removed
 KERNEL_XATTR_PREFIX = "security."
 TEMP_SUFFIX = ".numa-kube-restore"
+# what may lie in the record's folder besides the marker and the lock: saved copies (saved_name) and
+# temporary files of a write cut short; a finish sweeps those the marker no longer names
+LEFTOVER = re.compile(r"^([0-9a-f]{16}-.+|\..+%s)$" % re.escape(TEMP_SUFFIX), re.DOTALL)
+# extended attribute names the kernel accepts: a namespace, a dot, a name; at most 255 bytes, values
+# at most 64 KiB (XATTR_NAME_MAX, XATTR_SIZE_MAX)
+XATTR_NAME = re.compile(r"^(user|trusted|security|system)\.[^\x00]+$")
+XATTR_NAME_MAX = 255
+XATTR_SIZE_MAX = 65536
+# user and group ids a record may hold (uid_t; 4294967295 is the kernel's "no change")
+ID_MAX = 4294967294
 
 
 class RolloutError(ProblemsError):
@@ -318,6 +329,46 @@ class Node(object):
         os.rename(temp, real)
         self.sync_folder(folder)
 
+    def sync_written(self, path, folders_done):
+        """Make durable what a change left at ``path``: fsync it when it is a regular file (a link is not
+        followed, nothing else is opened) and fsync its folder (a rename or removal there), once per
+        folder in ``folders_done``."""
+        real = self.path(path)
+        info = self.lstat(path)
+        if info is not None and stat.S_ISREG(info.st_mode):
+            try:
+                fd = os.open(real, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+            except OSError as exc:
+                if exc.errno not in (errno.ENOENT, errno.ELOOP):
+                    raise
+                fd = None  # replaced since the lstat: its folder's fsync below covers the rename
+            if fd is not None:
+                try:
+                    if stat.S_ISREG(os.fstat(fd).st_mode):
+                        os.fsync(fd)
+                finally:
+                    os.close(fd)
+        folder = os.path.dirname(real)
+        if folder not in folders_done and os.path.isdir(folder):
+            self.sync_folder(folder)
+            folders_done.add(folder)
+
+    def leftovers(self, folder):
+        """Saved copies and temporary files in the record's folder (regular files named as LEFTOVER)."""
+        real = self.path(folder)
+        try:
+            names = os.listdir(real)
+        except OSError as exc:
+            if exc.errno in (errno.ENOENT, errno.ENOTDIR):
+                return []
+            raise
+        found = []
+        for name in sorted(names):
+            info = self.lstat(os.path.join(folder, name))
+            if LEFTOVER.match(name) and info is not None and stat.S_ISREG(info.st_mode):
+                found.append(name)
+        return found
+
     def remove(self, path):
         real = self.path(path)
         if os.path.lexists(real):
@@ -420,15 +471,19 @@ def _owner_defects(owner, where):
     defects = []
     if not isinstance(owner.get("run_id"), str) or not owner.get("run_id"):
         defects.append("%s has no run_id" % where)
-    if not rollout_owner.is_number(owner.get("heartbeat")):
-        defects.append("%s.heartbeat is %s, not a time in seconds" % (where, _shown(owner.get("heartbeat"))))
-    if "lease" in owner and not rollout_owner.is_int(owner["lease"]):
-        defects.append("%s.lease is %s, not a number of seconds" % (where, _shown(owner["lease"])))
-    for key in ("controller", "user", "pid_start"):
+    if not rollout_owner.is_time(owner.get("heartbeat")):
+        defects.append("%s.heartbeat is %s, not a time in epoch seconds (0 to %d)"
+                       % (where, _shown(owner.get("heartbeat")), rollout_owner.TIME_MAX))
+    if "lease" in owner and (not rollout_owner.is_int(owner["lease"])
+                             or not rollout_owner.LEASE_MIN <= owner["lease"] <= rollout_owner.LEASE_MAX):
+        defects.append("%s.lease is %s, not a number of seconds from %d to %d"
+                       % (where, _shown(owner["lease"]), rollout_owner.LEASE_MIN, rollout_owner.LEASE_MAX))
+    for key in ("controller", "user", "pid_start", "boot_id"):
         if key in owner and not isinstance(owner[key], str):
             defects.append("%s.%s is %s, not a string" % (where, key, _shown(owner[key])))
-    if "pid" in owner and not rollout_owner.is_int(owner["pid"]):
-        defects.append("%s.pid is %s, not a process id" % (where, _shown(owner["pid"])))
+    for key, what in (("pid", "a process id"), ("pid_ns", "a pid namespace's inode number")):
+        if key in owner and owner[key] is not None and (not rollout_owner.is_int(owner[key]) or owner[key] < 1):
+            defects.append("%s.%s is %s, not %s" % (where, key, _shown(owner[key]), what))
     return defects
 
 
@@ -436,12 +491,18 @@ def _xattr_defects(values, where):
     if not isinstance(values, dict):
         return ["%s.xattrs is %s, not an object" % (where, _shown(values))]
     for name, value in values.items():
-        if not name or not isinstance(value, str):
+        if not XATTR_NAME.match(name) or len(name.encode("utf-8", "surrogateescape")) > XATTR_NAME_MAX:
+            return ["%s.xattrs has the name %s, not an extended attribute name (user., trusted., security. or "
+                    "system. and a name, at most %d bytes)" % (where, _shown(name), XATTR_NAME_MAX)]
+        if not isinstance(value, str):
             return ["%s.xattrs[%s] is %s, not base64 text" % (where, _shown(name), _shown(value))]
         try:
-            base64.b64decode(value.encode("ascii"), validate=True)
+            decoded = base64.b64decode(value.encode("ascii"), validate=True)
         except (ValueError, binascii.Error, UnicodeError):
             return ["%s.xattrs[%s] is not base64" % (where, _shown(name))]
+        if len(decoded) > XATTR_SIZE_MAX:
+            return ["%s.xattrs[%s] holds %d bytes, more than the %d an extended attribute can"
+                    % (where, _shown(name), len(decoded), XATTR_SIZE_MAX)]
     return []
 
 
@@ -465,8 +526,9 @@ def _entry_defects(entry, index, version, seen):
     if kind not in ("file", "link"):
         return ["%s.type is %s, not \"file\" or \"link\"" % (where, _shown(entry.get("type")))]
     for key in ("uid", "gid"):
-        if not rollout_owner.is_int(entry.get(key)) or entry[key] < 0:
-            defects.append("%s.%s is %s, not a user or group id" % (where, key, _shown(entry.get(key))))
+        if not rollout_owner.is_int(entry.get(key)) or not 0 <= entry[key] <= ID_MAX:
+            defects.append("%s.%s is %s, not a user or group id (0 to %d)" % (where, key, _shown(entry.get(key)),
+                                                                              ID_MAX))
     if kind == "file":
         saved = entry.get("saved")
         if not isinstance(saved, str) or not saved or "/" in saved or saved in (".", ".."):
@@ -491,7 +553,7 @@ def marker_defects(marker):
     """What makes a parsed marker of a readable version unusable (empty when nothing)."""
     version = marker["version"]
     defects = []
-    checks = (("started", rollout_owner.is_number, "a time in seconds"),
+    checks = (("started", rollout_owner.is_time, "a time in epoch seconds (0 to %d)" % rollout_owner.TIME_MAX),
               ("reason", lambda v: isinstance(v, str), "a string"),
               ("unschedulable", lambda v: v is None or isinstance(v, bool), "true, false or null"),
               ("services", lambda v: isinstance(v, list) and all(isinstance(s, str) for s in v), "a list of names"),
@@ -727,9 +789,14 @@ def describe(marker, now=None):
         {True: "cordoned", False: "schedulable", None: "of unknown schedulability"}[marker.get("unschedulable")])
     owner = marker.get("owner")
     if owner:
-        heard = rollout_owner.age(owner, time.time() if now is None else now)
+        now = time.time() if now is None else now
+        heard = rollout_owner.age(owner, now)
+        ahead = rollout_owner.ahead(owner, now)
         text += ", owned by %s, last heard from %s s ago" % (rollout_owner.describe_owner(owner),
                                                              "?" if heard is None else heard)
+        if ahead:
+            text += (" (its heartbeat is %d s ahead of the node's clock: the clock went back since, so its lease "
+                     "counts as run out)" % ahead)
     return text
 
 
@@ -840,11 +907,17 @@ def run_state(node, state, folder=DEFAULT_DIR, files=(), services=(), unschedula
                 result["restored"] = []
         elif state == "finish":
             result["changed"] = marker is not None
-            if marker is not None and not check_mode:
-                for entry in marker.get("files", []):
-                    if entry.get("saved"):
-                        node.remove(os.path.join(folder, entry["saved"]))
-                node.remove(os.path.join(folder, MARKER_NAME))
+            if not check_mode:
+                if marker is not None:
+                    # the change's own files were written without fsync (atomic_move): make them durable
+                    # before the record that could undo them goes
+                    folders = set()
+                    for entry in marker.get("files", []):
+                        node.sync_written(entry["path"], folders)
+                    # the marker first: cut short after it, what is left are copies nothing names
+                    node.remove(os.path.join(folder, MARKER_NAME))
+                for name in node.leftovers(folder):
+                    node.remove(os.path.join(folder, name))
             marker = None
         if state == "finish":
             now_owner = {}

@@ -55,8 +55,11 @@ options:
         C(step) records a step. C(restore) puts every recorded file back as it was before the
         change (files that did not exist are removed) and keeps the marker; before it writes the
         first file it records the step C(restoring files), so that a later run knows the services
-        may be running on files that are no longer on disk. C(finish) removes the
-        marker and the saved copies (the lock file C(.lock) stays).
+        may be running on files that are no longer on disk. C(finish) first makes the change durable
+        (fsync of every recorded file that is a regular file now, and of each one's folder), then
+        removes the marker, then the saved copies and whatever copies or temporary files an earlier
+        finish or write cut short left in the folder (the lock file C(.lock) stays). Cut short
+        between the two, it leaves only copies that no marker names, which nothing reads.
     type: str
     choices: [query, begin, step, restore, finish]
     default: query
@@ -114,8 +117,21 @@ options:
         description: The ansible-playbook main process on the controller.
         type: int
       pid_start:
-        description: That process's start time (field 22 of C(/proc/<pid>/stat)).
+        description:
+          - That process's start time - field 22 of C(/proc/<pid>/stat), or on a controller without
+            C(/proc) C(@) and the epoch seconds C(ps) reports.
         type: str
+      boot_id:
+        description:
+          - The controller's boot id (C(/proc/sys/kernel/random/boot_id)); empty or omitted where
+            unknown. Recorded only, so that P(numa.kube.rollout_owner_gone#filter) judges a run
+            from the very boot it ran in.
+        type: str
+      pid_ns:
+        description:
+          - The inode number of the controller process's pid namespace (C(/proc/self/ns/pid));
+            omitted where unknown. Recorded only, for the same reason as O(owner.boot_id).
+        type: int
   lease:
     description:
       - Seconds the record stays owned by O(owner) without a heartbeat, from 60 to 86400. The lease
@@ -180,6 +196,10 @@ marker:
       C(services), C(files), C(steps), C(started), C(reason), C(owner) (as RV(owner)) and
       C(previous_owners) (owners taken over, each with C(replaced), the time, and C(replaced_by),
       the run id that took over). Empty when none.
+    - A marker whose times are not finite epoch seconds up to year 9999, whose owner lease is
+      outside 60 to 86400, whose user or group ids are out of range or whose extended attribute
+      names lack a namespace (C(user.), C(trusted.), C(security.), C(system.)) is refused as
+      damaged, naming what is wrong.
     - Each of C(files) has C(path) and C(existed); a regular file also C(type=file), C(saved) (its
       copy in the folder), C(mode), C(uid), C(gid), C(links) (hard links then), C(sha256) and
       C(xattrs) (name to base64 value); a link C(type=link), C(target), C(uid), C(gid) and
@@ -190,15 +210,18 @@ marker:
 owner:
   description:
     - The owner of the record after the action - C(run_id), C(controller), C(user), C(pid),
-      C(pid_start) as given in O(owner), with C(heartbeat) (epoch seconds, node clock) and C(lease)
-      (seconds). Empty when the record has none or there is no record.
+      C(pid_start), C(boot_id), C(pid_ns) as given in O(owner), with C(heartbeat) (epoch seconds,
+      node clock) and C(lease) (seconds). Empty when the record has none or there is no record.
     - When the module fails because another live run owns the record, that run.
   returned: always
   type: dict
-  sample: {run_id: "ctl:4242:98765:1a2b3c4d", controller: ctl, user: ops, pid: 4242, pid_start: "98765",
-           heartbeat: 1764000000, lease: 3600}
+  sample: {run_id: "ctl:4242:98765:1a2b3c4d:4026531836", controller: ctl, user: ops, pid: 4242, pid_start: "98765",
+           boot_id: 1a2b3c4d-0000-4000-8000-000000000000, pid_ns: 4026531836, heartbeat: 1764000000, lease: 3600}
 owner_expired:
-  description: True when there is no owner or its lease has run out (another run may take over).
+  description:
+    - True when there is no owner or its lease has run out (another run may take over).
+    - Also true when the heartbeat is more than 300 s ahead of the node's clock (the clock went back
+      since it was written; RV(summary) says so), so that a clock set back cannot hold the record.
   returned: always
   type: bool
   sample: false
@@ -273,6 +296,8 @@ def main():
                 user=dict(type="str"),
                 pid=dict(type="int"),
                 pid_start=dict(type="str"),
+                boot_id=dict(type="str"),
+                pid_ns=dict(type="int"),
             )),
             lease=dict(type="int", default=rollout_owner.LEASE_DEFAULT),
             take_over=dict(type="str", default=""),

@@ -44,6 +44,14 @@ def test_the_lookup_returns_one_identity():
     assert found[0] == rollout_owner.my_identity()
 
 
+def test_the_lookup_names_the_boot_and_pid_namespace():
+    found = LookupModule().run([])[0]
+    with open("/proc/sys/kernel/random/boot_id") as handle:
+        assert found["boot_id"] == handle.read().strip()
+    assert found["pid_ns"] == os.stat("/proc/self/ns/pid").st_ino
+    assert found["run_id"].endswith(":%s:%d" % (found["boot_id"].replace("-", "")[:8], found["pid_ns"]))
+
+
 def test_the_lookup_takes_no_terms():
     with pytest.raises(AnsibleError, match="takes no terms"):
         LookupModule().run(["x"])

@@ -374,3 +374,96 @@ def test_finish_syncs_the_folder_after_removing(node, synced):
     del synced[:]
     call(node, "finish")
     assert synced.count(("folder", node.path(FOLDER))) >= 2, "copy and marker removals made durable"
+
+
+@pytest.fixture
+def events(monkeypatch):
+    """Every fsync as (kind, path) and every removal as ("remove", path), in order."""
+    calls = []
+    real_fsync, real_remove = os.fsync, os.remove
+
+    def fsync(fd):
+        kind = "folder" if stat.S_ISDIR(os.fstat(fd).st_mode) else "file"
+        calls.append((kind, os.readlink("/proc/self/fd/%d" % fd)))
+        return real_fsync(fd)
+
+    def remove(path, *args, **kwargs):
+        calls.append(("remove", path))
+        return real_remove(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    monkeypatch.setattr(os, "remove", remove)
+    return calls
+
+
+def test_finish_makes_the_changed_files_durable_before_the_record_goes(node, events):
+    """The change writes its files without fsync (file_update's atomic_move): a power cut after
+    finish must not find an empty file and no record to undo it."""
+    put(node, "/etc/k/config", b"before\n")
+    put(node, "/etc/l/real", b"before\n")
+    os.symlink("real", node.path("/etc/l/link"))
+    call(node, "begin", files=["/etc/k/config", "/etc/l/link", "/etc/m/new"])
+    put(node, "/etc/k/config", b"after\n")  # what the change wrote, not yet synced
+    put(node, "/etc/l/real", b"after\n")
+    del events[:]
+    call(node, "finish")
+    marker = events.index(("remove", node.path(os.path.join(FOLDER, rollout.MARKER_NAME))))
+    before = events[:marker]
+    assert ("file", node.path("/etc/k/config")) in before and ("folder", node.path("/etc/k")) in before
+    assert ("file", node.path("/etc/l/real")) in before, "the file behind the link"
+    assert ("folder", node.path("/etc/l")) in before
+    assert ("file", node.path("/etc/l/link")) not in events, "a link is not followed"
+    assert before.count(("folder", node.path("/etc/l"))) == 1, "each folder once"
+    assert not any(path.startswith(node.path("/etc/m")) for _kind, path in events), "an absent folder is skipped"
+
+
+def test_finish_leaves_no_fifo_or_device_opened(node, events):
+    put(node, "/etc/k/config", b"before\n")
+    call(node, "begin", files=["/etc/k/config"])
+    os.remove(node.path("/etc/k/config"))
+    os.mkfifo(node.path("/etc/k/config"))  # opened for reading, a FIFO would block without O_NONBLOCK
+    del events[:]
+    call(node, "finish")
+    assert ("file", node.path("/etc/k/config")) not in events and ("folder", node.path("/etc/k")) in events
+
+
+class CutShortNode(rollout.Node):
+    """A node whose run ends (power cut, kill) right after the first removal in the record's folder."""
+
+    def remove(self, path):
+        rollout.Node.remove(self, path)
+        raise KeyboardInterrupt("cut short after removing %s" % path)
+
+
+def test_a_finish_cut_short_leaves_no_record_pointing_at_missing_copies(node, tmp_path):
+    """The marker goes first: cut short after it, the next run finds no change under way instead of
+    a record whose copies are gone ('missing or damaged')."""
+    put(node, "/etc/k/config", b"before\n")
+    put(node, "/etc/k/other", b"before\n")
+    call(node, "begin", files=["/etc/k/config", "/etc/k/other"])
+    with pytest.raises(KeyboardInterrupt):
+        rollout.run_state(CutShortNode(str(tmp_path)), "finish", folder=FOLDER, owner=OWNER)
+    query = call(node, "query")
+    assert not query["active"] and query["differs"] == []
+    folder = node.path(FOLDER)
+    orphans = sorted(name for name in os.listdir(folder) if name != rollout.LOCK_NAME)
+    assert orphans == sorted([rollout.saved_name("/etc/k/config"), rollout.saved_name("/etc/k/other")])
+    # a later change opens and finishes normally, and its finish sweeps the orphans
+    put(node, "/etc/n/third", b"x\n")
+    call(node, "begin", files=["/etc/n/third"])
+    assert call(node, "finish")["changed"]
+    assert os.listdir(folder) == [rollout.LOCK_NAME]
+
+
+def test_finish_sweeps_only_what_the_record_leaves(node):
+    call(node, "begin", files=[])
+    folder = node.path(FOLDER)
+    keep = ["notes.txt", "0123456789abcdef", ".lock"]
+    sweep = ["0123456789abcdef-config.yaml", ".config.yaml%s" % rollout.TEMP_SUFFIX,
+             ".%s%s" % (rollout.MARKER_NAME, rollout.TEMP_SUFFIX)]
+    for name in keep + sweep:
+        with open(os.path.join(folder, name), "wb") as handle:
+            handle.write(b"x")
+    os.mkdir(os.path.join(folder, "fedcba9876543210-folder"))
+    call(node, "finish")
+    assert sorted(os.listdir(folder)) == sorted(keep + ["fedcba9876543210-folder"])

@@ -11,6 +11,7 @@ import fcntl
 import json
 import multiprocessing
 import os
+import shutil
 import time
 
 import pytest
@@ -83,6 +84,24 @@ def test_age_and_expiry():
     assert rollout_owner.age({}, 5) is None and rollout_owner.expired({}, 5)
 
 
+def test_a_heartbeat_ahead_of_the_clock_counts_as_run_out():
+    """The node's clock went back (or the record was edited): the record must not stay owned for as
+    long as the clock went back."""
+    current = rollout_owner.record(A, 3600, 100000)
+    assert not rollout_owner.expired(current, 100000 - rollout_owner.CLOCK_SLACK), "within the slack: still A's"
+    assert rollout_owner.ahead(current, 100000 - 301) == 301
+    assert rollout_owner.expired(current, 100000 - 301)
+    owner, replaced, refusal = rollout_owner.claim(current, B, 3600, "", 100000 - 5000, FOLDER)
+    assert refusal is None and replaced == current and owner["run_id"] == B["run_id"]
+
+
+@pytest.mark.parametrize("heartbeat", [float("inf"), float("-inf"), float("nan"), 1e400, 1e20, -5, True, "5"])
+def test_a_heartbeat_that_is_no_time_gives_no_age_and_no_crash(heartbeat):
+    owner = dict(A, heartbeat=heartbeat, lease=600)
+    assert rollout_owner.age(owner, 1000) is None and rollout_owner.ahead(owner, 1000) == 0
+    assert rollout_owner.expired(owner, 1000)
+
+
 @pytest.mark.parametrize("owner,words", [
     ("ctl-a:1:2", "must be a mapping"),
     ({"controller": "x"}, "owner.run_id None must be a non-empty string"),
@@ -92,6 +111,9 @@ def test_age_and_expiry():
     ({"run_id": "r", "user": "x" * 300}, "owner.user"),
     ({"run_id": "r", "pid_start": 5}, "owner.pid_start 5 must be a string"),
     ({"run_id": "r", "heartbeat": 5}, "unknown keys heartbeat"),
+    ({"run_id": "r", "boot_id": 5}, "owner.boot_id 5 must be a string"),
+    ({"run_id": "r", "pid_ns": 0}, "owner.pid_ns 0 must be the inode number of a pid namespace"),
+    ({"run_id": "r", "pid_ns": "4026531836"}, "owner.pid_ns '4026531836'"),
 ])
 def test_bad_owners_are_named(owner, words):
     problems = rollout_owner.owner_problems(owner)
@@ -159,67 +181,169 @@ def test_a_playbook_run_by_a_task_is_a_run_of_its_own():
     assert rollout_owner.main_process(60, cmdline_of, stat_of) == 50
 
 
-def test_without_ansible_or_proc_the_process_itself():
+def test_without_ansible_the_walk_finds_no_main_process():
     cmdline_of, stat_of = tree({7: (5, ["pytest"]), 5: (0, ["bash"])})
-    assert rollout_owner.main_process(7, cmdline_of, stat_of) == 7
-    assert rollout_owner.main_process(7, lambda pid: None, lambda pid: None) == 7
+    assert rollout_owner.main_process(7, cmdline_of, stat_of) is None
+    assert rollout_owner.main_process(7, lambda pid: None, lambda pid: None) is None
     looped = tree({7: (8, ["x"]), 8: (7, ["y"])})
-    assert rollout_owner.main_process(7, *looped) == 7, "a cycle ends the walk"
+    assert rollout_owner.main_process(7, *looped) is None, "a cycle ends the walk"
 
 
-def fake_proc(tmp_path, table, boot="0f1e2d3c-4b5a-6978-8695-a4b3c2d1e0f9"):
-    """A /proc with stat and cmdline for {pid: (ppid, argv, start)}."""
+BOOT = "0f1e2d3c-4b5a-6978-8695-a4b3c2d1e0f9"
+
+
+def fake_proc(tmp_path, table, boot=BOOT, self_pid=None):
+    """A /proc with stat and cmdline for {pid: (ppid, argv, start)}, whose ``self`` names this process
+    (or ``self_pid``: a /proc of another pid namespace) and which has a pid namespace file."""
     proc = tmp_path / "proc"
-    (proc / "self").mkdir(parents=True)
+    proc.mkdir()
+    me = os.getpid() if self_pid is None else self_pid
+    os.symlink(str(me), str(proc / "self"))
     for pid, (ppid, argv, start) in table.items():
         (proc / str(pid)).mkdir()
         (proc / str(pid) / "stat").write_text("%d (python3) S %d 1 1 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 %s 1 2\n"
                                               % (pid, ppid, start))
         (proc / str(pid) / "cmdline").write_bytes(b"".join(part.encode() + b"\0" for part in argv))
+    (proc / str(me) / "ns").mkdir(parents=True)
+    (proc / str(me) / "ns" / "pid").write_text("")
     (proc / "sys" / "kernel" / "random").mkdir(parents=True)
     (proc / "sys" / "kernel" / "random" / "boot_id").write_text(boot + "\n")
     return str(proc)
 
 
-def test_my_identity_names_the_main_process_and_its_start(tmp_path, monkeypatch):
+def fake_ns(proc):
+    return os.stat(os.path.join(proc, "self", "ns", "pid")).st_ino
+
+
+def test_my_identity_names_the_main_process_its_start_boot_and_namespace(tmp_path, monkeypatch):
     me = os.getpid()
     proc = fake_proc(tmp_path, {me: (4242, PLAYBOOK, "111"), 4242: (77, PLAYBOOK, "98765"), 77: (0, ["bash"], "5")})
     monkeypatch.setattr(rollout_owner, "this_controller", lambda: "ctl-a")
     monkeypatch.setattr(rollout_owner, "this_user", lambda: "alice")
-    assert rollout_owner.my_identity(proc) == {"run_id": "ctl-a:4242:98765:0f1e2d3c", "controller": "ctl-a",
-                                               "user": "alice", "pid": 4242, "pid_start": "98765"}
+    ns = fake_ns(proc)
+    assert rollout_owner.my_identity(proc) == {"run_id": "ctl-a:4242:98765:0f1e2d3c:%d" % ns, "controller": "ctl-a",
+                                               "user": "alice", "pid": 4242, "pid_start": "98765", "boot_id": BOOT,
+                                               "pid_ns": ns}
 
 
-def test_my_identity_without_proc(tmp_path, monkeypatch):
+def test_without_proc_the_process_itself_when_not_started_by_multiprocessing(tmp_path, monkeypatch):
+    """pytest is no worker: it is the main process of its own run, its start time from ps."""
     monkeypatch.setattr(rollout_owner, "this_controller", lambda: "ctl-a")
-    found = rollout_owner.my_identity(str(tmp_path / "nowhere"))
-    assert found["pid"] == os.getpid() and found["pid_start"] == "" and found["run_id"] == "ctl-a:%d:?" % os.getpid()
+    found = rollout_owner.my_identity(str(tmp_path / "nowhere"), start_of=lambda pid: "@%d" % (pid * 10))
+    me = os.getpid()
+    assert found["pid"] == me and found["pid_start"] == "@%d" % (me * 10)
+    assert found["run_id"] == "ctl-a:%d:@%d" % (me, me * 10)
+    assert found["boot_id"] == "" and found["pid_ns"] is None
+
+
+def _identities_in_a_worker(proc, answers):
+    """A worker as Ansible starts one (multiprocessing, fork), and a process forked below it, without
+    a /proc of their own."""
+    first = rollout_owner.my_identity(proc)
+    read_end, write_end = os.pipe()
+    helper = os.fork()
+    if helper == 0:
+        os.close(read_end)
+        os.write(write_end, json.dumps(rollout_owner.my_identity(proc)).encode())
+        os._exit(0)
+    os.close(write_end)
+    with os.fdopen(read_end, "rb") as handle:
+        helped = json.loads(handle.read().decode())
+    os.waitpid(helper, 0)
+    answers.put(("helper", helped))
+    answers.put(("worker", first))
+
+
+@pytest.mark.skipif(shutil.which("ps") is None, reason="needs ps")
+@pytest.mark.parametrize("kind", ["no /proc", "a /proc of another pid namespace"])
+def test_without_its_own_proc_every_worker_names_the_main_process(tmp_path, kind):
+    """Workers are forked per task: naming the worker gave each task another run id, and a run was
+    refused by its own record."""
+    proc = str(tmp_path / "nowhere") if kind == "no /proc" else fake_proc(tmp_path, {}, self_pid=1)
+    context = multiprocessing.get_context("fork")
+    answers = context.Queue()
+    found = {}
+    for _task in range(2):
+        worker = context.Process(target=_identities_in_a_worker, args=(proc, answers))
+        worker.start()
+        for _answer in range(2):
+            name, identity = answers.get(timeout=60)
+            found.setdefault(name, []).append(identity)
+        worker.join(30)
+    identities = found["worker"] + found["helper"]
+    assert all(identity == identities[0] for identity in identities), identities
+    assert identities[0]["pid"] == os.getpid(), "the main process, not the worker"
+    assert identities[0]["pid_start"] == rollout_owner.ps_start(os.getpid())
+    assert identities[0]["pid_start"].startswith("@") and identities[0]["pid_start"][1:].isdigit()
+    assert identities[0]["boot_id"] == "" and identities[0]["pid_ns"] is None
+
+
+def test_a_proc_without_ansible_in_the_chain_trusts_multiprocessing(tmp_path, monkeypatch):
+    """Run through a wrapper whose command line names no Ansible program: the walk finds nothing and
+    the worker must not name itself."""
+    me = os.getpid()
+    proc = fake_proc(tmp_path, {me: (4242, ["wrapper"], "111"), 4242: (1, ["wrapper"], "98765")})
+    monkeypatch.setattr(rollout_owner, "run_process", lambda: 4242)
+    found = rollout_owner.my_identity(proc)
+    assert found["pid"] == 4242 and found["pid_start"] == "98765" and found["boot_id"] == BOOT
+
+
+@pytest.mark.parametrize("text,start", [
+    ("Wed Nov 25 20:37:01 2026\n", "@1795639021"),
+    ("  Thu Jan  1 00:00:05 1970 ", "@5"),
+    ("25 Nov 2026 20:37", "25 Nov 2026 20:37"),
+    ("", ""),
+])
+def test_ps_start_times(text, start):
+    assert rollout_owner.parse_lstart(text) == start
+
+
+def test_ps_start_of_a_process_that_does_not_exist():
+    assert rollout_owner.ps_start(2 ** 22 + 7) == ""
 
 
 def test_my_identity_on_this_machine_is_stable_and_names_a_live_process():
     first, second = rollout_owner.my_identity(), rollout_owner.my_identity()
     assert first == second
     assert rollout_owner.read_stat(first["pid"])["start"] == first["pid_start"]
+    assert first["boot_id"] and first["pid_ns"] == os.stat("/proc/self/ns/pid").st_ino
     assert not rollout_owner.owner_gone(first), "this very process runs"
 
 
-@pytest.mark.parametrize("owner,gone", [
-    ({}, True),
-    (None, True),
-    (dict(A, controller="elsewhere"), False),
-    (dict(A, pid=4242, pid_start="98765"), False),
-    (dict(A, pid=4242, pid_start="11111"), True),
-    (dict(A, pid=999999, pid_start="98765"), True),
-    (dict(A, pid=4242, pid_start=""), False),
-    ({"run_id": "x", "controller": "ctl-a"}, False),
+def here(proc, **changes):
+    """An owner of this fake controller (host ctl-a, its boot and namespace), with ``changes``."""
+    return dict(dict(A, boot_id=BOOT, pid_ns=fake_ns(proc)), **changes)
+
+
+@pytest.mark.parametrize("make,gone", [
+    (lambda proc: {}, True),
+    (lambda proc: None, True),
+    (lambda proc: here(proc, controller="elsewhere"), False),
+    (lambda proc: here(proc, pid=4242, pid_start="98765"), False),
+    (lambda proc: here(proc, pid=4242, pid_start="11111"), True),
+    (lambda proc: here(proc, pid=999999, pid_start="98765"), True),
+    (lambda proc: here(proc, pid=4242, pid_start=""), False),
+    (lambda proc: {"run_id": "x", "controller": "ctl-a"}, False),
+    # the same host name on another machine, or this one before a reboot: not judged from this /proc
+    (lambda proc: here(proc, pid=999999, boot_id="a-different-boot"), False),
+    # another container of this machine (same boot, other pid namespace)
+    (lambda proc: here(proc, pid=999999, pid_ns=fake_ns(proc) + 1), False),
+    # an owner recorded without boot or namespace (a controller without /proc)
+    (lambda proc: dict(A, pid=999999), False),
+    (lambda proc: here(proc, pid=999999, pid_ns=None), False),
 ])
-def test_owner_gone(tmp_path, owner, gone):
+def test_owner_gone(tmp_path, make, gone):
     proc = fake_proc(tmp_path, {4242: (1, PLAYBOOK, "98765")})
-    assert rollout_owner.owner_gone(owner, controller="ctl-a", proc=proc) is gone
+    assert rollout_owner.owner_gone(make(proc), controller="ctl-a", proc=proc) is gone
 
 
 def test_owner_gone_cannot_tell_without_proc(tmp_path):
     assert rollout_owner.owner_gone(A, controller="ctl-a", proc=str(tmp_path / "nowhere")) is False
+
+
+def test_owner_gone_cannot_tell_from_a_proc_of_another_namespace(tmp_path):
+    proc = fake_proc(tmp_path, {4242: (1, PLAYBOOK, "98765")}, self_pid=1)
+    assert rollout_owner.owner_gone(here(proc, pid=999999), controller="ctl-a", proc=proc) is False
 
 
 # the rules on the node's record -------------------------------------------------------------------
@@ -356,6 +480,37 @@ def test_the_module_fails_with_the_owner_in_its_result(tmp_path):
     assert isinstance(result["owner_age"], int)
     failed, result = run(rollout_state, {"folder": folder, "state": "begin", "owner": B, "take_over": "*"})
     assert not failed and result["taken_over"]["run_id"] == A["run_id"] and result["owner"]["run_id"] == B["run_id"]
+
+
+def test_the_module_takes_the_lookups_identity_as_it_is(tmp_path):
+    """The role passes lookup('numa.kube.rollout_owner') straight to the owner option."""
+    folder = str(tmp_path / "rollout")
+    me = rollout_owner.my_identity()
+    failed, result = run(rollout_state, {"folder": folder, "state": "begin", "owner": me})
+    assert not failed, result
+    assert result["owner"]["boot_id"] == me["boot_id"] and result["owner"]["pid_ns"] == me["pid_ns"]
+    assert result["owner"]["run_id"] == me["run_id"]
+    failed, result = run(rollout_state, {"folder": folder, "state": "step", "step": "x", "owner": me})
+    assert not failed and result["owner"]["pid_ns"] == me["pid_ns"]
+    written = json.loads(open(os.path.join(folder, rollout.MARKER_NAME)).read())
+    assert written["owner"]["boot_id"] == me["boot_id"]
+
+
+def test_the_module_takes_an_identity_of_a_controller_without_proc(tmp_path):
+    folder = str(tmp_path / "rollout")
+    owner = rollout_owner.identity("ctl-a", "alice", 4242, "@1764000000")
+    failed, result = run(rollout_state, {"folder": folder, "state": "begin", "owner": owner})
+    assert not failed, result
+    assert "pid_ns" not in result["owner"] and result["owner"]["boot_id"] == ""
+
+
+def test_a_record_whose_clock_went_back_is_taken_over_and_says_so(node):
+    begin(node, A, [], now=100000)
+    result = rollout.run_state(node, "query", folder=FOLDER, now=90000)
+    assert result["owner_expired"] is True and result["owner_age"] == 0
+    assert "its heartbeat is 10000 s ahead of the node's clock: the clock went back" in result["summary"]
+    result = rollout.run_state(node, "restore", folder=FOLDER, owner=B, now=90000)
+    assert result["taken_over"]["run_id"] == A["run_id"] and result["owner"]["run_id"] == B["run_id"]
 
 
 @pytest.mark.parametrize("args,words", [

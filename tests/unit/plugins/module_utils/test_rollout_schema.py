@@ -7,9 +7,11 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import base64
 import copy
 import json
 import os
+import re
 
 import pytest
 
@@ -100,6 +102,26 @@ DAMAGE = [
     ("owner pid as text", set_key("owner", "pid", "12"), "owner.pid is \"12\""),
     ("owner lease as text", set_key("owner", "lease", "1h"), "owner.lease is \"1h\""),
     ("previous owners an object", set_key(None, "previous_owners", {}), "previous_owners is {}, not a list"),
+    # times that are no time: int() or gmtime() of them raised OverflowError or ValueError
+    ("heartbeat infinite", set_key("owner", "heartbeat", float("inf")), "owner.heartbeat is Infinity, not a time"),
+    ("heartbeat NaN", set_key("owner", "heartbeat", float("nan")), "owner.heartbeat is NaN, not a time"),
+    ("heartbeat beyond year 9999", set_key("owner", "heartbeat", 1e20), "owner.heartbeat is 1e+20, not a time"),
+    ("heartbeat before 1970", set_key("owner", "heartbeat", -1), "owner.heartbeat is -1, not a time"),
+    ("started infinite", set_key(None, "started", float("inf")), "started is Infinity, not a time in epoch seconds"),
+    ("started beyond year 9999", set_key(None, "started", 1e20), "started is 1e+20, not a time in epoch seconds"),
+    ("owner lease out of range", set_key("owner", "lease", 10 ** 9),
+     "owner.lease is 1000000000, not a number of seconds from 60 to 86400"),
+    ("owner pid_ns as text", set_key("owner", "pid_ns", "4026531836"), "owner.pid_ns is \"4026531836\""),
+    ("owner boot_id a number", set_key("owner", "boot_id", 7), "owner.boot_id is 7, not a string"),
+    # extended attribute names the kernel refuses (EOPNOTSUPP in the middle of a restore)
+    ("xattr name without namespace", set_key("file", "xattrs", {"bogus": "eA=="}),
+     "xattrs has the name \"bogus\", not an extended attribute name"),
+    ("xattr name of an unknown namespace", set_key("file", "xattrs", {"foo.bar": "eA=="}), "\"foo.bar\", not an"),
+    ("xattr name with nothing after the namespace", set_key("link", "xattrs", {"user.": "eA=="}), "\"user.\", not an"),
+    ("xattr name too long", set_key("file", "xattrs", {"user." + "n" * 251: "eA=="}), "at most 255 bytes"),
+    ("xattr value too big", set_key("file", "xattrs", {"user.x": base64.b64encode(b"x" * 65537).decode()}),
+     "holds 65537 bytes, more than the 65536"),
+    ("uid beyond uid_t", set_key("file", "uid", 2 ** 32), ".uid is 4294967296, not a user or group id"),
     ("a previous owner as text", set_key(None, "previous_owners", ["a"]), "previous_owners[0] is \"a\""),
 ]
 
@@ -174,3 +196,31 @@ def test_the_good_marker_loads(tmp_path):
     node, marker = good_marker(tmp_path)
     assert rollout.load_marker(node, "/rollout") == marker
     assert [e.get("type") for e in marker["files"]] == ["file", "link", None]
+
+
+@pytest.mark.parametrize("key,literal", [("heartbeat", "1e400"), ("heartbeat", "-1e400"), ("heartbeat", "NaN"),
+                                         ("heartbeat", "Infinity"), ("started", "1e400"), ("started", "Infinity")])
+def test_numbers_json_reads_as_infinite_are_refused_by_every_state(tmp_path, key, literal):
+    """Python's json reads 1e400 as inf and accepts NaN and Infinity: the record refuses them cleanly."""
+    node, marker = good_marker(tmp_path)
+    text = json.dumps(marker)
+    text, count = re.subn(r'"%s": [0-9.]+' % key, '"%s": %s' % (key, literal), text)
+    assert count == 1
+    folder = node.path("/rollout")
+    with open(os.path.join(folder, rollout.MARKER_NAME), "w") as handle:
+        handle.write(text)
+    for state in ("query", "begin", "step", "restore", "finish"):
+        failed, result = run(rollout_state, {"folder": folder, "state": state, "step": "x", "owner": OWNER})
+        assert failed and "is damaged" in result["msg"] and "%s is " % key in result["msg"], (state, result)
+
+
+def test_extended_attribute_names_of_every_namespace_are_good(tmp_path):
+    node, marker = good_marker(tmp_path)
+    value = base64.b64encode(b"v").decode()
+    entry(marker, "file")["xattrs"] = dict((name, value) for name in (
+        "user.x", "trusted.overlay.opaque", "security.selinux", "system.posix_acl_access", "user." + "n" * 250))
+    entry(marker, "file")["uid"] = 4294967294
+    marker["owner"].update(boot_id="0f1e2d3c-4b5a-6978-8695-a4b3c2d1e0f9", pid_ns=4026531836, lease=86400)
+    with open(node.path(os.path.join("/rollout", rollout.MARKER_NAME)), "w") as handle:
+        json.dump(marker, handle)
+    assert rollout.load_marker(node, "/rollout") == marker
