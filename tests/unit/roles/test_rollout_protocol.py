@@ -12,12 +12,13 @@ import glob
 import os
 import re
 
+import jinja2
 import pytest
 import yaml
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 ROLE = os.path.join(ROOT, "roles", "rollout")
-ENTRY_POINTS = ("main", "recover", "begin", "end", "rollback")
+ENTRY_POINTS = ("main", "recover", "begin", "step", "end", "rollback")
 PUBLIC_FACTS = ("rollout_record", "rollout_open", "rollout_drained", "rollout_kubelet_healthy", "rollout_recovered")
 BEGIN_INPUTS = ("rollout_change_files", "rollout_change_services", "rollout_change_disruptive", "rollout_change_reason")
 
@@ -84,6 +85,7 @@ def test_begin_declares_its_inputs():
     assert options["rollout_change_reason"].get("required") is True
     assert options["rollout_change_disruptive"]["default"] is True
     assert "rollout_kubelet_healthy" in SPECS["end"]["options"]
+    assert SPECS["step"]["options"]["rollout_step"].get("required") is True
 
 
 def test_callers_name_declared_entry_points_and_pass_only_declared_inputs():
@@ -140,4 +142,91 @@ def test_every_write_to_the_record_names_this_run():
             calls += 1
             assert args.get("owner") == "{{ _rollout_owner }}", (path, task["name"])
             assert args.get("lease") == "{{ rollout_owner_lease }}", (path, task["name"])
-    assert calls >= 4  # begin, step (take over), restore, finish
+    assert calls >= 5  # begin, step (take over), step (reached), restore, finish
+
+
+def test_the_run_identity_is_asked_for_only_until_it_is_pinned():
+    """lookup('numa.kube.rollout_owner') answers in the worker of each task: asked in every template
+    it could name another run each time. It is asked only by the set_fact that pins it (recover,
+    begin, rollback: whichever runs first) and by _rollout_owner before the pin; every write names
+    _rollout_owner (test above)."""
+    pins = []
+    for path in glob.glob(os.path.join(ROLE, "tasks", "*.yml")):
+        for task in tasks_of(load(path)):
+            text = yaml.safe_dump(task["block"] if "block" in task else task)
+            if "numa.kube.rollout_owner'" not in text:
+                continue
+            pin = task.get("ansible.builtin.set_fact") or {}
+            assert list(pin) == ["__rollout_me"] and task.get("when") == "__rollout_me is not defined", \
+                "%s: %s asks the lookup outside the pin" % (os.path.basename(path), task["name"])
+            pins.append(os.path.basename(path))
+    assert sorted(pins) == ["begin.yml", "recover.yml", "rollback.yml"], pins
+    owner = load(os.path.join(ROLE, "vars", "main.yml"))["_rollout_owner"]
+    assert owner.startswith("{{ __rollout_me if __rollout_me is defined else "), owner
+    # recover pins before anything else, so the run that opens nothing still has one identity
+    assert "__rollout_me" in (load(os.path.join(ROLE, "tasks", "recover.yml"))[0].get("ansible.builtin.set_fact") or {})
+
+
+def test_a_drain_is_followed_by_its_step_and_only_that_step_uncordons():
+    """k8s_drain cordons first: the step is recorded in the always section of the drain's block (so
+    also after a failed drain), and release uncordons only a record that has it."""
+    step = load(os.path.join(ROLE, "vars", "main.yml"))["_rollout_cordon_step"]
+    drains = [task for task in load(os.path.join(ROLE, "tasks", "begin.yml"))
+              if any("kubernetes.core.k8s_drain" in inner for inner in task.get("block") or [])]
+    assert len(drains) == 1
+    always = drains[0].get("always") or []
+    assert [t.get("ansible.builtin.include_tasks") for t in always] == ["step.yml"], always
+    assert always[0]["vars"]["rollout_step"] == "{{ _rollout_cordon_step }}"
+    assert step == "cordoned and drained"
+    uncordon = [task for task in tasks_of(load(os.path.join(ROLE, "tasks", "release.yml")))
+                if (task.get("kubernetes.core.k8s_drain") or {}).get("state") == "uncordon"]
+    assert len(uncordon) == 1 and "_rollout_cordon_step in _rollout_record.steps | default([])" in uncordon[0]["when"]
+    assert "_rollout_record.unschedulable is sameas false" in uncordon[0]["when"], "the operator's cordon stays"
+
+
+def test_the_kernel_reboot_is_followed_by_a_heartbeat():
+    tasks = load(os.path.join(ROOT, "roles", "kernel_args", "tasks", "reboot.yml"))
+    reboot = [i for i, task in enumerate(tasks) if "ansible.builtin.reboot" in task]
+    assert len(reboot) == 1
+    after = tasks[reboot[0] + 1]
+    assert after.get("ansible.builtin.include_role") == {"name": "numa.kube.rollout", "tasks_from": "step"}, after
+    assert after["vars"]["rollout_step"]
+
+
+def test_the_lease_outlasts_the_longest_wait_between_two_heartbeats():
+    """Heartbeats: begin, the step after the drain, the step after a reboot, restore, finish. The
+    longest gap is one of the waits between them; the default lease is at least twice the longest."""
+    kernel = load(os.path.join(ROOT, "roles", "kernel_args", "defaults", "main.yml"))
+    waits = {
+        "reboot": kernel["kernel_args_reboot_timeout"],
+        "drain": DEFAULTS["rollout_drain_timeout"],
+        "health and Ready on a control-plane node": DEFAULTS["rollout_health_timeout"]
+        + DEFAULTS["rollout_health_settle"] + 2 * DEFAULTS["rollout_ready_timeout"],
+    }
+    assert DEFAULTS["rollout_owner_lease"] == 7200
+    for name, seconds in waits.items():
+        assert DEFAULTS["rollout_owner_lease"] >= 2 * seconds, (name, seconds)
+    described = " ".join(SPECS["main"]["options"]["rollout_owner_lease"]["description"])
+    assert "reboot" in described and "1800 s" in described and "drain" in described, described
+
+
+def test_the_kernel_failure_says_what_the_rollback_did():
+    """Like the kubelet and containerd_nri roles: "put back" only when the rollback put a change back
+    (rollout_recovered), otherwise that nothing was changed (begin refused, a drain that left pods)."""
+    apply = load(os.path.join(ROOT, "roles", "kernel_args", "tasks", "apply.yml"))
+    fail = [task for task in apply[0]["rescue"] if "ansible.builtin.fail" in task][0]
+    environment = jinja2.Environment()
+    environment.tests["skipped"] = lambda result: bool(result.get("skipped"))
+    template = environment.from_string(fail["ansible.builtin.fail"]["msg"])
+    facts = {"inventory_hostname": "numa-1", "ansible_failed_result": {"msg": "the drain left pods"},
+             "__kernel_args_plan": {"files": ["/etc/default/grub"], "method": "grub_default"},
+             "__kernel_args_grub_cfg": "/boot/grub/grub.cfg"}
+    undone = template.render(facts, rollout_recovered=True)
+    assert undone.startswith("numa.kube put the boot configuration of numa-1 back as it was "
+                             "(/etc/default/grub, /boot/grub/grub.cfg). What failed: the drain left pods"), undone
+    rebooted = template.render(facts, rollout_recovered=True, __kernel_args_now={"reboot_required": False})
+    assert "runs the new command line until its next reboot" in rebooted, rebooted
+    untouched = template.render(facts, rollout_recovered=False)
+    assert untouched.startswith("numa.kube stopped before it changed anything on numa-1. What failed: the drain"), \
+        untouched
+    assert "back as it was" not in untouched
