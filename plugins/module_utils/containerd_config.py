@@ -32,7 +32,9 @@ NRI_DEFAULTS = {
 NRI_KEYS = ("disable",) + tuple(sorted(NRI_DEFAULTS))
 # containerd removes whatever is at the NRI socket path before it listens there, so the path must
 # stay in the runtime folders (RKE2's and k3s's containerd keeps its own state in /run/k3s, inside
-# them too) and must be a socket or nothing.
+# them too), and hold nothing - or the socket containerd's NRI made there itself: the path of the
+# configuration in force, with NRI on. Any other socket there is another program's (containerd's
+# own API, D-Bus, systemd's), which containerd would take away.
 SOCKET_FOLDERS = ("/run", "/var/run")
 
 _HEADER = re.compile(r"""^\s*\[\s*plugins\s*\.\s*(?:"io\.containerd\.nri\.v1\.nri"|'io\.containerd\.nri\.v1\.nri')\s*\]\s*(?:#.*)?$""")
@@ -94,10 +96,27 @@ def _inside(path, folders=SOCKET_FOLDERS):
     return any(path.startswith(folder + "/") for folder in folders)
 
 
-def check_socket_path(path, lstat=None, realpath=None):
+def in_force_socket_path(text, containerd_version):
+    """The NRI socket path of a configuration containerd runs with, when NRI is on in it (the socket
+    containerd itself made there); None when NRI is off."""
+    if nri_disabled(text, containerd_version):
+        return None
+    lines = (text or "").splitlines()
+    section = _section(lines)
+    if section:
+        pattern = _key_line("socket_path")
+        for line in lines[section[0] + 1:section[1]]:
+            if pattern.match(line):
+                value = _parse_scalar(line.split("=", 1)[1].split("#", 1)[0].strip())
+                return value if isinstance(value, str) else None
+    return NRI_DEFAULTS["socket_path"]
+
+
+def check_socket_path(path, lstat=None, realpath=None, in_force=None):
     """Problems with an NRI socket path: absolute, plain, inside /run or /var/run, and (when ``lstat``
-    and ``realpath`` are given, on the node) still inside them once links are followed, and a socket
-    or nothing."""
+    and ``realpath`` are given, on the node) still inside them once links are followed, and nothing
+    there - or a socket at ``in_force``, the NRI socket path of the configuration containerd runs with
+    (see in_force_socket_path), which containerd's NRI made itself."""
     fix = "choose a path of its own under /run or /var/run, such as the default %s" % NRI_DEFAULTS["socket_path"]
     why = "containerd removes whatever is at that path before it listens there"
     if not isinstance(path, str) or not path.strip():
@@ -107,6 +126,7 @@ def check_socket_path(path, lstat=None, realpath=None):
                 "trailing slashes; %s" % (path, fix)]
     if not _inside(path):
         return ["NRI socket_path %r is refused: it is outside /run and /var/run, and %s; %s" % (path, why, fix)]
+    real = path
     if realpath is not None:
         real = realpath(path)
         if not _inside(real, SOCKET_FOLDERS + (realpath("/run"), realpath("/var/run"))):
@@ -121,6 +141,15 @@ def check_socket_path(path, lstat=None, realpath=None):
             kind = "a directory" if stat.S_ISDIR(mode) else "a symbolic link" if stat.S_ISLNK(mode) else "a file"
             return ["NRI socket_path %r is refused: %s is there, not a socket, and %s; %s"
                     % (path, kind, why, fix)]
+        ours = isinstance(in_force, str) and (in_force == path or (
+            realpath is not None and os.path.isabs(in_force) and realpath(in_force) == real))
+        if not ours:
+            running = ("the configuration containerd runs with has NRI off" if not isinstance(in_force, str)
+                       else "the configuration containerd runs with puts NRI's socket at %s" % in_force)
+            return ["NRI socket_path %r is refused: a socket is there that containerd's NRI did not make (%s), so it "
+                    "is another program's - containerd's own, D-Bus's, systemd's - and %s; %s. If it is a leftover "
+                    "NRI socket of an earlier containerd, remove it and run again"
+                    % (path, running, why, fix)]
     return []
 
 

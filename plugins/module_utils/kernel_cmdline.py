@@ -9,8 +9,14 @@ absent ``name=value`` removes only that exact pair. grub.cfg is never edited: th
 regenerates it (update-grub, grub2-mkconfig) or lets grubby update the boot entries.
 
 Parameters that can take a node away (another init, another root, fewer CPUs or less memory, a
-rescue target, blacklisted drivers...) are refused, added or removed, unless the caller names them
-in an allow list: see DANGEROUS.
+rescue target, blacklisted drivers, masked units, renamed interfaces, another cgroup layout...) are
+refused, added or removed, unless the caller names them in an allow list: see DANGEROUS. Names are
+compared as the kernel and systemd compare them: exactly and case-sensitively, but with ``-`` and
+``_`` alike (``nr-cpus`` is ``nr_cpus``).
+
+A name that occurs more than once on the current command line (``hugepagesz=1G hugepages=16
+hugepagesz=2M hugepages=512``, read in order by the kernel) is not replaced or removed: which
+occurrence is meant cannot be told, so the change is refused with the occurrences named.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -58,6 +64,19 @@ _RESCUE = ("boots into a rescue or emergency mode (or stops in the initramfs) in
            "kubelet and usually no network")
 _DRIVERS = ("keeps kernel modules from loading; a storage or network driver on the list leaves the node without "
             "its disk or its network")
+_UNITS = ("masks a systemd unit or pulls another one into the boot: kubelet, containerd, the network or SSH masked, "
+          "or a rescue, shutdown or unit of someone's choosing started, and the node comes up without kubelet or a "
+          "way in")
+_RUN = ("boots into a command given on the command line instead of the normal target, and by default powers the "
+        "node off once that command ends")
+_VOLATILE = ("keeps the root file system or /var in memory: the node boots without its state (kubelet's and "
+             "containerd's data, its certificates) and loses whatever it writes at every boot")
+_NETWORK = ("changes how the network interfaces are named or configured at boot; the node's network configuration "
+            "no longer matches its interfaces and it comes up without its address")
+_CGROUPS = ("changes which cgroup controllers or which cgroup version the node runs; kubelet and containerd, set up "
+            "for the current ones (cgroup driver, memory and cpuset controllers), fail to start or stop enforcing "
+            "the pods' limits")
+_SHELL = "gives anyone at a console a root shell without a password"
 DANGEROUS = {
     "init": _PID1,
     "rdinit": _PID1,
@@ -65,11 +84,16 @@ DANGEROUS = {
     "rootflags": _ROOT,
     "rootfstype": _ROOT,
     "initrd": _ROOT,
+    "noinitrd": _ROOT,
+    "rd.lvm": _ROOT,
     "rd.lvm.lv": _ROOT,
     "rd.lvm.vg": _ROOT,
+    "rd.luks": _ROOT,
     "rd.luks.uuid": _ROOT,
     "rd.luks.name": _ROOT,
+    "rd.md": _ROOT,
     "rd.md.uuid": _ROOT,
+    "rd.dm": _ROOT,
     "rd.dm.uuid": _ROOT,
     "mem": _MEMORY,
     "memmap": _MEMORY,
@@ -92,8 +116,42 @@ DANGEROUS = {
     "1": _RESCUE,
     "emergency": _RESCUE,
     "rescue": _RESCUE,
-    "systemd.debug_shell": "gives anyone at a console a root shell without a password",
+    "systemd.mask": _UNITS,
+    "rd.systemd.mask": _UNITS,
+    "systemd.wants": _UNITS,
+    "rd.systemd.wants": _UNITS,
+    "systemd.run": _RUN,
+    "systemd.volatile": _VOLATILE,
+    "net.ifnames": _NETWORK,
+    "biosdevname": _NETWORK,
+    "ifname": _NETWORK,
+    "ip": _NETWORK,
+    "cgroup_disable": _CGROUPS,
+    "cgroup_no_v1": _CGROUPS,
+    "systemd.unified_cgroup_hierarchy": _CGROUPS,
+    "systemd.debug_shell": _SHELL,
+    "rd.systemd.debug_shell": _SHELL,
 }
+# Names the kernel matches by their beginning (a __setup() handler registered without "="): any
+# parameter whose name starts with one of these reaches that handler (noinitrdX turns the initrd off).
+PREFIX_MATCHED = ("noinitrd",)
+
+
+def canonical(name):
+    """A parameter name as the kernel and systemd compare it: ``-`` and ``_`` are the same character."""
+    return name.replace("-", "_")
+
+
+def dangerous_name(name):
+    """The DANGEROUS entry a parameter name reaches, or None: exact and case-sensitive, ``-`` read as
+    ``_``, and by its beginning for the PREFIX_MATCHED names."""
+    key = canonical(name)
+    if key in DANGEROUS:
+        return key
+    for prefix in PREFIX_MATCHED:
+        if key.startswith(prefix):
+            return prefix
+    return None
 
 
 class KernelCmdlineError(ProblemsError):
@@ -135,20 +193,29 @@ def check_allow(allow):
 
 
 def check_dangerous(present, absent, allow=()):
-    """Every parameter of ``present`` or ``absent`` that can take a node away and is not allowed."""
-    allowed = set(allow or [])
+    """Every parameter of ``present`` or ``absent`` that can take a node away and is not allowed
+    (names in ``allow`` compared as the kernel does, ``-`` as ``_``)."""
+    allowed = set(canonical(name) for name in allow or [] if isinstance(name, str))
     problems = []
     for what, params in (("present", present), ("absent", absent)):
         for param in params or []:
             if not isinstance(param, str):
                 continue
             name = name_of(param)
-            if name in DANGEROUS and name not in allowed:
-                problems.append(
-                    "%s: %r is refused: %s %s%s. If the node must have this, add %r to the allow option (role "
-                    "variable kernel_args_allow) and make sure someone can reach the node's console"
-                    % (what, param, name, DANGEROUS[name],
-                       "; removing it is as risky as setting it" if what == "absent" else "", name))
+            key = dangerous_name(name)
+            if key is None or key in allowed:
+                continue
+            if key == name:
+                subject = name
+            elif key == canonical(name):
+                subject = "%s (the kernel and systemd read %s: - and _ are the same in a name)" % (key, name)
+            else:
+                subject = "%s (the kernel acts on every name that starts with %s)" % (key, key)
+            problems.append(
+                "%s: %r is refused: %s %s%s. If the node must have this, add %r to the allow option (role "
+                "variable kernel_args_allow) and make sure someone can reach the node's console"
+                % (what, param, subject, DANGEROUS[key],
+                   "; removing it is as risky as setting it" if what == "absent" else "", key))
     return problems
 
 
@@ -210,8 +277,57 @@ def grubby_files(files=GRUBBY_FILES, globs=GRUBBY_GLOBS, root="/"):
     return sorted(found)
 
 
-def apply_params(current, present=(), absent=()):
-    """Return the parameter list with ``present`` ensured and ``absent`` removed, order kept."""
+_REPEATED_FIX = ("the kernel reads a repeated parameter in order (hugepagesz=1G hugepages=16 hugepagesz=2M "
+                 "hugepages=512 makes a pool for each page size), so numa.kube cannot tell which occurrence to "
+                 "change and changes none. Edit %s by hand, or leave %s out of present and absent (role variables "
+                 "kernel_args_present, kernel_args_absent)")
+
+
+def check_repeated(current, present=(), absent=(), where="the current command line"):
+    """Every ``present`` or ``absent`` parameter that would replace or remove a name occurring more
+    than once in ``current`` (``where`` says where that command line is, for the fix)."""
+    problems = []
+    for what, params in (("absent", absent), ("present", present)):
+        for param in params or []:
+            name = name_of(param)
+            found = [p for p in current if name_of(p) == name]
+            if len(found) < 2:
+                continue
+            if what == "absent":
+                touched = any(_removes(param, p) for p in found)
+            else:
+                touched = "=" in param  # name=value replaces every occurrence; a bare name only adds itself
+            if touched:
+                problems.append("%s: %r is refused: %s occurs %d times in %s (%s); %s"
+                                % (what, param, name, len(found), where, " ".join(found),
+                                   _REPEATED_FIX % (where, name)))
+    return problems
+
+
+def check_repeated_wanted(present):
+    """Problems with ``present`` naming one name with more than one value: each would replace the
+    one before."""
+    problems = []
+    seen = {}
+    for param in present or []:
+        if isinstance(param, str) and "=" in param:
+            seen.setdefault(name_of(param), []).append(param)
+    for name, params in sorted(seen.items()):
+        if len(set(params)) > 1:
+            problems.append("present: %s is given %d times (%s), but numa.kube keeps one value per name and each "
+                            "would replace the one before; write a repeated parameter, such as a huge page pool "
+                            "for each page size, into the boot configuration by hand"
+                            % (name, len(params), ", ".join(params)))
+    return problems
+
+
+def apply_params(current, present=(), absent=(), where="the current command line"):
+    """Return the parameter list with ``present`` ensured and ``absent`` removed, order kept.
+
+    Raises KernelCmdlineError when that would replace or remove a name occurring more than once."""
+    problems = check_repeated(current, present, absent, where)
+    if problems:
+        raise KernelCmdlineError(problems)
     result = list(current)
     for param in absent:
         if "=" in param:
@@ -272,13 +388,15 @@ def read_grub_variable(text, variable):
     return index, params
 
 
-def plan_grub_default(text, variable, present=(), absent=()):
-    """Return (new_text, old_params, new_params) for /etc/default/grub."""
-    problems = check_variable(variable) + check_params(present, "present") + check_params(absent, "absent")
+def plan_grub_default(text, variable, present=(), absent=(), where=None):
+    """Return (new_text, old_params, new_params) for /etc/default/grub (``where`` names the variable
+    and file in errors)."""
+    problems = (check_variable(variable) + check_params(present, "present") + check_params(absent, "absent")
+                + check_repeated_wanted(present))
     if problems:
         raise KernelCmdlineError(problems)
     index, params = read_grub_variable(text, variable)
-    new_params = apply_params(params, present, absent)
+    new_params = apply_params(params, present, absent, where=where or "%s in the grub defaults" % variable)
     if new_params == params:
         return text, params, new_params
     line = '%s="%s"' % (variable, " ".join(new_params))

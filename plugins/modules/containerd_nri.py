@@ -62,9 +62,13 @@ options:
         C(plugin_registration_timeout), C(plugin_request_timeout), C(socket_path).
       - C(socket_path) must be an absolute path inside C(/run) or C(/var/run) (RKE2's and k3s's own
         containerd state, C(/run/k3s), is inside them), still inside once symbolic links are
-        followed, and where something exists already it must be a socket - containerd removes what is
-        at that path before it listens. The socket path containerd will use (from the file when not
-        given here) is checked the same way whenever NRI is on; nothing is written otherwise.
+        followed, and hold nothing - containerd removes what is at that path before it listens. The
+        only thing accepted there is the socket containerd's NRI made itself - the path is the NRI
+        socket path of the configuration in force (the file, or RKE2's and k3s's rendered
+        config.toml), with NRI on in it; another socket (C(/run/containerd/containerd.sock),
+        C(/run/dbus/system_bus_socket)) is refused. The socket path containerd will use (from the
+        file when not given here) is checked the same way whenever NRI is on; nothing is written
+        otherwise.
     type: dict
     default: {}
   containerd_version:
@@ -183,6 +187,7 @@ from ansible_collections.numa.kube.plugins.module_utils.containerd_config import
     check_socket_path,
     check_toml,
     config_version,
+    in_force_socket_path,
     parse_containerd_version,
     parse_distribution_version,
     plan_nri,
@@ -276,8 +281,11 @@ def main():
         if changed and distribution == "containerd":
             check_toml(new_text, params["enabled"])
         if params["enabled"]:
-            # the path containerd will take over, on this node: links followed, a socket or nothing
-            problems = check_socket_path(effective["socket_path"], lstat=os.lstat, realpath=os.path.realpath)
+            # the path containerd will take over, on this node: links followed, nothing there or the
+            # NRI socket of the configuration containerd runs with now
+            in_force = in_force_socket_path(current if distribution == "containerd" else rendered, version)
+            problems = check_socket_path(effective["socket_path"], lstat=os.lstat, realpath=os.path.realpath,
+                                         in_force=in_force)
             if problems:
                 raise ContainerdConfigError(problems)
     except ContainerdConfigError as exc:

@@ -24,10 +24,19 @@ description:
     have the wanted state. Never reboots.
   - Refuses, before anything is read or written, a parameter outside a strict grammar (the grub
     defaults file is shell), and any parameter that can take a node away - C(init), C(rdinit),
-    C(root) and the options that find the root file system, C(mem), C(memmap), C(maxcpus),
-    C(nr_cpus), C(possible_cpus), C(nosmp), C(panic), module blacklists, rescue and emergency
-    targets, C(systemd.debug_shell) - whether it is to be set or removed, unless its name is in
-    O(allow).
+    C(root), C(noinitrd) and the options that find the root file system (C(rd.lvm), C(rd.luks),
+    C(rd.md), C(rd.dm) and theirs), C(mem), C(memmap), C(maxcpus), C(nr_cpus), C(possible_cpus),
+    C(nosmp), C(panic), module blacklists, rescue and emergency targets, C(systemd.mask),
+    C(systemd.wants), C(systemd.run), C(systemd.volatile), interface naming and boot-time network
+    (C(net.ifnames), C(biosdevname), C(ifname), C(ip)), the cgroup layout (C(cgroup_disable),
+    C(cgroup_no_v1), C(systemd.unified_cgroup_hierarchy)), C(systemd.debug_shell) and
+    C(rd.systemd.debug_shell) - whether it is to be set or removed, unless its name is in O(allow).
+    Names are compared as the kernel and systemd compare them - exactly and case-sensitively, with
+    C(-) and C(_) alike (C(nr-cpus) is C(nr_cpus)).
+  - Refuses to replace or remove a name that occurs more than once on the current command line
+    (C(hugepagesz=1G hugepages=16 hugepagesz=2M hugepages=512), read in order by the kernel), and a
+    name given more than once with different values in O(present); such parameters are edited by
+    hand.
   - Returns in RV(files) every file the change writes (in check mode too), so that a caller can
     record them before the change and put them back after a failure; grub.cfg, which the caller
     regenerates, is not among them for O(method=grub_default).
@@ -48,7 +57,7 @@ options:
   allow:
     description:
       - Names of parameters that can take a node away (see the description) which this change may set
-        or remove anyway, such as C(maxcpus). Names only, without C(=value).
+        or remove anyway, such as C(maxcpus). Names only, without C(=value); C(-) and C(_) are alike.
       - C(isolcpus), C(nohz_full), C(rcu_nocbs), C(hugepages) and C(console) need no allowing.
     type: list
     elements: str
@@ -191,6 +200,7 @@ from ansible_collections.numa.kube.plugins.module_utils.kernel_cmdline import (
     check_dangerous,
     check_grub_default_path,
     check_params,
+    check_repeated_wanted,
     check_variable,
     grubby_files,
     parse_grubby_info,
@@ -207,7 +217,12 @@ def _grubby(module, present, absent, result):
     kernels = parse_grubby_info(out)
     if not kernels:
         module.fail_json(msg="grubby lists no kernels; is this host booted through a grubby-managed loader?")
-    after = [dict(kernel=k["kernel"], args=apply_params(k["args"], present, absent)) for k in kernels]
+    try:
+        after = [dict(kernel=k["kernel"], args=apply_params(k["args"], present, absent,
+                                                            where="the arguments grubby keeps for %s" % k["kernel"]))
+                 for k in kernels]
+    except KernelCmdlineError as exc:
+        module.fail_json(msg=" | ".join(exc.problems), problems=exc.problems)
     changed = any(a["args"] != k["args"] for a, k in zip(after, kernels))
     if module._diff:
         result["diff"] = dict(before="".join("%s: %s\n" % (k["kernel"], " ".join(k["args"])) for k in kernels),
@@ -247,7 +262,7 @@ def main():
     clash = sorted(set(present) & set(absent))
     if clash:
         problems.append("%s cannot be both present and absent" % ", ".join(clash))
-    problems += check_dangerous(present, absent, params["allow"])
+    problems += check_dangerous(present, absent, params["allow"]) + check_repeated_wanted(present)
     method = params["method"]
     if method == "auto":
         method = "grubby" if module.get_bin_path("grubby") else "grub_default"
@@ -266,7 +281,8 @@ def main():
         if current is None:
             module.fail_json(msg="%s does not exist; is grub installed? Set method or grub_default_path" % path)
         try:
-            new_text, dummy, new_params = plan_grub_default(current, params["variable"], present, absent)
+            new_text, dummy, new_params = plan_grub_default(current, params["variable"], present, absent,
+                                                            where="%s in %s" % (params["variable"], path))
         except KernelCmdlineError as exc:
             module.fail_json(msg=" | ".join(exc.problems), problems=exc.problems)
         changed = new_text != current

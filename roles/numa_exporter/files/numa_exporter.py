@@ -18,7 +18,8 @@ Three programs in one file, standard library only:
   process), replacing the copy in one rename. kubelet keeps the files root's, mode 0600, and writes
   each one anew (a temporary file renamed over the old one), so neither a capability nor an ACL
   on the file would give an unprivileged reader lasting access; the relay runs as root without any
-  capability, network or write access outside its folder.
+  capability, socket, network or write access outside its folder, and copies only regular files,
+  opened without following a symbolic link.
 - ``numa_exporter.py check-tls`` tells whether a certificate, its key and a CA can serve: the key
   loads with the certificate, a client trusting only the CA accepts it under each ``--name`` (a
   TLS handshake in memory, by this Python's OpenSSL, the one that will serve), it is valid now and
@@ -29,9 +30,11 @@ Three programs in one file, standard library only:
 from __future__ import absolute_import, division, print_function
 
 import argparse
+import errno
 import json
 import os
 import signal
+import stat
 import sys
 import threading
 import time
@@ -158,6 +161,49 @@ def _remove(path):
         return False
 
 
+class NotRegular(Exception):
+    """A checkpoint path that holds something other than a regular file."""
+
+    def __init__(self, kind):
+        Exception.__init__(self, kind)
+        self.kind = kind
+
+
+def _kind(mode):
+    for test, kind in ((stat.S_ISLNK, "a symbolic link"), (stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a pipe"),
+                       (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a device"), (stat.S_ISBLK, "a device")):
+        if test(mode):
+            return kind
+    return "a special file"
+
+
+def _read_regular(path, limit):
+    """(at most ``limit`` bytes, stamp) of the regular file at ``path``, opened without following a
+    symbolic link and without waiting on a pipe; NotRegular for anything else, which is never read.
+    The relay runs as root, so a link kubelet's folder holds must not lead it to root's other files."""
+    try:
+        handle = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | getattr(os, "O_CLOEXEC", 0))
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:  # O_NOFOLLOW met a link
+            raise NotRegular("a symbolic link")
+        raise
+    try:
+        info = os.fstat(handle)
+        if not stat.S_ISREG(info.st_mode):
+            raise NotRegular(_kind(info.st_mode))
+        chunks = []
+        left = limit
+        while left > 0:
+            chunk = os.read(handle, min(left, 1024 * 1024))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left -= len(chunk)
+        return b"".join(chunks), (info.st_ino, info.st_mtime_ns, info.st_size, info.st_ctime_ns)
+    finally:
+        os.close(handle)
+
+
 class Relay(object):
     """Copies each checkpoint of ``source`` into ``target`` when it changed since the last copy."""
 
@@ -187,7 +233,7 @@ class Relay(object):
         for name in self.names:
             path = os.path.join(self.source, name)
             try:
-                info = os.stat(path)
+                info = os.lstat(path)
             except FileNotFoundError:
                 self.copied.pop(name, None)
                 self.errors.pop(name, None)
@@ -203,8 +249,12 @@ class Relay(object):
             if stamp == self.copied.get(name) and os.path.exists(os.path.join(self.target, name)):
                 continue
             try:
-                with open(path, "rb") as handle:
-                    data = handle.read(self.limit + 1)
+                data, stamp = _read_regular(path, self.limit + 1)
+            except NotRegular as exc:
+                if self._fail(name, "%s is %s, not a regular file: kubelet writes its checkpoints as plain files, "
+                              "so it is not copied" % (path, exc.kind)):
+                    changed.append(name)
+                continue
             except OSError as exc:
                 if self._fail(name, "cannot read %s: %s" % (path, exc.strerror)):
                     changed.append(name)
@@ -370,7 +420,6 @@ def tls_problems(cert_file, key_file, ca_file, names, renew_days=RENEW_DAYS, as_
     ``problems`` [(what, fix)], ``not_after`` (the certificate's end, as OpenSSL prints it, or None)
     and ``user_checked`` (whether ``as_user`` could be tried)."""
     import ssl
-    import stat
 
     problems = []
     result = {"problems": problems, "not_after": None, "user_checked": False}

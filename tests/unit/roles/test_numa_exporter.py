@@ -221,19 +221,42 @@ def test_the_relay_says_why_it_could_not_copy_and_drops_the_stale_copy(relay, ca
     kubelet_write(kubelet, "cpu_manager_state", CPU_STATE)
     worker.once()
     os.unlink(str(kubelet / "cpu_manager_state"))
-    (kubelet / "cpu_manager_state").mkdir()  # something kubelet never writes: open() fails
+    (kubelet / "cpu_manager_state").mkdir()  # something kubelet never writes: not read
     assert worker.once() == ["cpu_manager_state"]
     assert not (copies / "cpu_manager_state").exists()
     reason = copies / "cpu_manager_state.error"
-    assert "cannot read" in reason.read_text()
+    assert "is a directory, not a regular file" in reason.read_text()
     written = os.stat(str(reason)).st_ino
     assert worker.once() == []
     assert os.stat(str(reason)).st_ino == written, "a lasting problem is written once"
-    assert capsys.readouterr().err.count("cannot read") == 1, "and logged once"
+    assert capsys.readouterr().err.count("not a regular file") == 1, "and logged once"
     os.rmdir(str(kubelet / "cpu_manager_state"))
     kubelet_write(kubelet, "cpu_manager_state", CPU_STATE)
     worker.once()
     assert sorted(os.listdir(str(copies))) == ["cpu_manager_state"], "the reason goes with the problem"
+
+
+@pytest.mark.parametrize("make,kind", [
+    (lambda path, secret: os.symlink(str(secret), str(path)), "a symbolic link"),
+    (lambda path, secret: os.mkfifo(str(path)), "a pipe"),
+])
+def test_the_relay_copies_no_link_and_nothing_but_a_regular_file(relay, tmp_path, make, kind):
+    """The relay is root: a link planted in kubelet's folder must not make it copy root's other files
+    (here a stand-in for /etc/shadow) where the exporter's group reads them, and a pipe must not hang it."""
+    worker, kubelet, copies = relay
+    secret = tmp_path / "shadow"
+    secret.write_text("root:$6$secret:19000::::::\n")
+    kubelet_write(kubelet, "cpu_manager_state", CPU_STATE)
+    worker.once()
+    os.unlink(str(kubelet / "cpu_manager_state"))
+    make(kubelet / "cpu_manager_state", secret)
+    assert worker.once() == ["cpu_manager_state"]
+    assert not (copies / "cpu_manager_state").exists(), "the copy of the last good file is dropped"
+    assert "is %s, not a regular file" % kind in (copies / "cpu_manager_state.error").read_text()
+    assert not any("secret" in (copies / name).read_text() for name in os.listdir(str(copies)))
+    os.unlink(str(kubelet / "cpu_manager_state"))
+    kubelet_write(kubelet, "cpu_manager_state", CPU_STATE)
+    assert worker.once() == ["cpu_manager_state"] and sorted(os.listdir(str(copies))) == ["cpu_manager_state"]
 
 
 def test_the_relay_refuses_a_file_too_large_to_be_a_checkpoint(tmp_path):
@@ -529,6 +552,8 @@ def test_the_relay_unit_is_root_without_capabilities_network_or_kubelets_secrets
     hidden = directive(unit, "InaccessiblePaths")[0].split()
     assert {"-/var/lib/kubelet/pods", "-/var/lib/kubelet/pki", "-/etc/kubernetes"} <= set(hidden)
     assert any("kill" in line for line in directive(unit, "SystemCallFilter"))
+    assert directive(unit, "RestrictAddressFamilies") == ["none"], "no socket: not even root's local ones"
+    assert directive(unit, "PrivateIPC") == ["true"] and directive(unit, "ProcSubset") == ["pid"]
 
 
 @pytest.mark.parametrize("overrides, names", [
@@ -549,3 +574,67 @@ def test_addresses_become_ip_entries_and_names_dns_entries():
     names = ["10.1.2.3", "node-a", "fd00::5", "node-a.example.org", "127.0.0.1"]
     assert ansible_templar(numa_exporter_tls_names=names).template(expression) == [
         "IP:10.1.2.3", "DNS:node-a", "IP:fd00::5", "DNS:node-a.example.org", "IP:127.0.0.1"]
+
+
+# --- the CA on the controller (tasks/tls_ca.yml, run by ansible-playbook on this machine) ---------------
+
+CA_PLAY = """
+- name: The exporters' CA on the controller
+  hosts: localhost
+  gather_facts: false
+  tasks:
+    - name: Keep the CA
+      ansible.builtin.include_role:
+        name: numa.kube.numa_exporter
+        tasks_from: tls_ca
+      vars:
+        numa_exporter_tls_ca_dir: "{{ ca_dir }}"
+"""
+
+
+def run_ca_play(tmp_path, ca_dir):
+    import subprocess
+    import sys
+
+    playbook = os.path.join(os.path.dirname(sys.executable), "ansible-playbook")
+    if not os.path.exists(playbook):
+        pytest.skip("ansible-playbook is not beside this Python")
+    play = tmp_path / "ca.yml"
+    play.write_text(CA_PLAY)
+    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=os.pathsep.join(p for p in sys.path if p),
+               ANSIBLE_NOCOLOR="1", ANSIBLE_LOCALHOST_WARNING="false", ANSIBLE_INVENTORY_UNPARSED_WARNING="false",
+               ANSIBLE_LOCAL_TEMP=str(tmp_path / "tmp"), ANSIBLE_HOME=str(tmp_path / "home"))
+    done = subprocess.run([playbook, str(play), "-e", "ca_dir=%s" % ca_dir], capture_output=True, text=True,
+                          timeout=300, env=env, cwd=str(tmp_path), check=False)
+    if "couldn't resolve module/action 'community.crypto" in done.stdout + done.stderr:
+        pytest.skip("community.crypto is not installed")
+    return done
+
+
+def test_the_ca_folder_is_git_ignored_and_a_key_others_can_read_is_refused(tmp_path):
+    import subprocess
+
+    inventory = tmp_path / "inventory"
+    inventory.mkdir()
+    subprocess.run(["git", "init", "-q", str(inventory)], check=True)
+    ca_dir = inventory / "numa-kube-exporter-ca"
+    done = run_ca_play(tmp_path, ca_dir)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert sorted(os.listdir(str(ca_dir))) == [".gitignore", "ca.crt", "ca.key"]
+    assert "*" in (ca_dir / ".gitignore").read_text().splitlines()
+    assert oct(os.stat(str(ca_dir / "ca.key")).st_mode & 0o777) == oct(0o600)
+    status = subprocess.run(["git", "-C", str(inventory), "status", "--porcelain", "--untracked-files=all"],
+                            capture_output=True, text=True, check=True).stdout
+    assert status == "", "git sees nothing of the CA folder, its key included: %s" % status
+
+    os.chmod(str(ca_dir / "ca.key"), 0o640)
+    done = run_ca_play(tmp_path, ca_dir)
+    assert done.returncode != 0
+    assert "%s/ca.key on the controller has mode 0640" % ca_dir in done.stdout, done.stdout
+    assert "chmod 600 %s/ca.key" % ca_dir in done.stdout
+
+    os.chmod(str(ca_dir / "ca.key"), 0o600)
+    (ca_dir / ".gitignore").write_text("ca.key\n")
+    done = run_ca_play(tmp_path, ca_dir)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert (ca_dir / ".gitignore").read_text() == "ca.key\n", "an existing CA is used as it is"

@@ -11,12 +11,15 @@ import pytest
 
 from ansible_collections.numa.kube.plugins.module_utils.kernel_cmdline import (
     DANGEROUS,
+    PREFIX_MATCHED,
     KernelCmdlineError,
     apply_params,
     check_allow,
     check_dangerous,
     check_grub_default_path,
     check_params,
+    check_repeated,
+    check_repeated_wanted,
     check_variable,
     grubby_files,
     parse_grubby_info,
@@ -40,13 +43,55 @@ NUMA_FAST = ["mem_sampling_on", "numa_icon=enable"]
 @pytest.mark.parametrize("current,present,absent,expected", [
     ([], NUMA_FAST, [], NUMA_FAST),
     (["quiet", "numa_icon=disable"], NUMA_FAST, [], ["quiet", "numa_icon=enable", "mem_sampling_on"]),
-    (["a=1", "b", "a=2"], ["a=3"], [], ["a=3", "b"]),
+    (["a=1", "b"], ["a=3"], [], ["a=3", "b"]),
     (["mem_sampling_on", "numa_icon=enable"], [], ["numa_icon"], ["mem_sampling_on"]),
-    (["x=1", "x=2"], [], ["x=1"], ["x=2"]),
+    (["x=1", "x=2"], [], ["x=3"], ["x=1", "x=2"]),
+    (["x", "x"], ["x"], [], ["x", "x"]),
     (["quiet"], ["quiet"], [], ["quiet"]),
 ])
 def test_apply_params(current, present, absent, expected):
     assert apply_params(current, present, absent) == expected
+
+
+HUGE_PAGES = ["hugepagesz=1G", "hugepages=16", "hugepagesz=2M", "hugepages=512"]
+
+
+@pytest.mark.parametrize("present,absent,name", [
+    (["hugepages=32"], [], "hugepages"), ([], ["hugepages"], "hugepages"), ([], ["hugepages=512"], "hugepages"),
+    (["hugepagesz=1G"], [], "hugepagesz"),
+])
+def test_a_repeated_name_is_neither_replaced_nor_removed(present, absent, name):
+    """The review's case: replacing hugepages used to collapse both pools into one, the 2M pool lost."""
+    with pytest.raises(KernelCmdlineError) as caught:
+        apply_params(HUGE_PAGES, present, absent, where="GRUB_CMDLINE_LINUX in /etc/default/grub")
+    problem, = caught.value.problems
+    param = (present or absent)[0]
+    assert problem.startswith("%s: %r is refused: %s occurs 2 times in GRUB_CMDLINE_LINUX in /etc/default/grub"
+                              % ("present" if present else "absent", param, name)), problem
+    assert " ".join(p for p in HUGE_PAGES if p.split("=", 1)[0] == name) in problem, "the occurrences are named"
+    assert "Edit GRUB_CMDLINE_LINUX in /etc/default/grub by hand" in problem
+
+
+def test_a_repeated_name_the_change_does_not_touch_is_kept():
+    assert apply_params(HUGE_PAGES, ["numa_balancing=disable"], ["hugepages=64"]) == HUGE_PAGES + [
+        "numa_balancing=disable"], "an absent pair that is not there, and other names, change nothing repeated"
+    assert apply_params(HUGE_PAGES, ["hugepages"], []) == HUGE_PAGES + ["hugepages"], "a bare flag only adds itself"
+    assert check_repeated(["hugepages=16"], ["hugepages=32"]) == [], "once: replaced as before"
+
+
+def test_plan_grub_default_refuses_a_repeated_name_and_writes_nothing():
+    text = 'GRUB_CMDLINE_LINUX="%s"\n' % " ".join(HUGE_PAGES)
+    with pytest.raises(KernelCmdlineError, match="hugepages occurs 2 times in GRUB_CMDLINE_LINUX in the grub"):
+        plan_grub_default(text, "GRUB_CMDLINE_LINUX", ["hugepages=32"])
+
+
+def test_one_name_with_two_values_in_present_is_refused():
+    problems = check_repeated_wanted(HUGE_PAGES + ["quiet", "quiet", "a=1", "a=1"])
+    assert len(problems) == 2, problems
+    assert problems[0].startswith("present: hugepages is given 2 times (hugepages=16, hugepages=512)")
+    assert problems[1].startswith("present: hugepagesz is given 2 times (hugepagesz=1G, hugepagesz=2M)")
+    with pytest.raises(KernelCmdlineError, match="keeps one value per name"):
+        plan_grub_default("", "GRUB_CMDLINE_LINUX", HUGE_PAGES)
 
 
 def test_satisfied():
@@ -194,6 +239,70 @@ def test_parameters_that_can_take_a_node_away_are_refused(param, why):
     assert repr(param) in problems[0] and why in problems[0]
     assert "add %r to the allow option (role variable kernel_args_allow)" % name in problems[0]
     assert check_dangerous([param], [], allow=[name]) == []
+
+
+@pytest.mark.parametrize("param,why", [
+    ("systemd.mask=kubelet.service", "masks a systemd unit"), ("rd.systemd.mask=sshd.service", "masks"),
+    ("systemd.wants=rescue.service", "pulls another one into the boot"), ("rd.systemd.wants=x.service", "masks"),
+    ("systemd.run=/bin/true", "powers the node off"), ("systemd.volatile=state", "in memory"),
+    ("systemd.volatile", "in memory"), ("rd.lvm=0", "root file system"), ("rd.luks=0", "root file system"),
+    ("rd.md=0", "root file system"), ("rd.dm=0", "root file system"), ("noinitrd", "root file system"),
+    ("net.ifnames=0", "network interfaces"), ("biosdevname=1", "network interfaces"),
+    ("ifname=eth0:52:54:00:12:34:56", "network interfaces"), ("ip=dhcp", "network interfaces"),
+    ("ip=10.0.0.2::10.0.0.1:255.255.255.0::eth0:none", "network interfaces"),
+    ("cgroup_disable=memory", "cgroup"), ("cgroup_no_v1=all", "cgroup"), ("cgroup_no_v1", "cgroup"),
+    ("systemd.unified_cgroup_hierarchy=0", "cgroup version"), ("rd.systemd.debug_shell", "root shell"),
+    ("rd.systemd.debug_shell=tty9", "root shell"),
+])
+def test_the_reviews_node_breakers_are_refused(param, why):
+    problems = check_dangerous([param], [])
+    assert len(problems) == 1 and repr(param) in problems[0] and why in problems[0], problems
+    assert check_dangerous([], [param]) != [], "removing too"
+    assert check_dangerous([param], [], allow=[param.split("=", 1)[0]]) == []
+
+
+@pytest.mark.parametrize("param,key", [
+    ("nr-cpus=1", "nr_cpus"), ("possible-cpus=1", "possible_cpus"), ("module-blacklist=virtio_net", "module_blacklist"),
+    ("systemd.debug-shell", "systemd.debug_shell"), ("rd.systemd.debug-shell", "rd.systemd.debug_shell"),
+    ("cgroup-disable=memory", "cgroup_disable"), ("systemd.unified-cgroup-hierarchy=0",
+                                                  "systemd.unified_cgroup_hierarchy"),
+    ("cgroup_no-v1=all", "cgroup_no_v1"),
+])
+def test_dashes_are_underscores_to_the_kernel_and_systemd(param, key):
+    """The kernel (parameq) and systemd (proc_cmdline_key_streq) read - and _ in a name alike."""
+    problem, = check_dangerous([param], [])
+    assert "%s (the kernel and systemd read %s" % (key, param.split("=", 1)[0]) in problem
+    assert "add %r to the allow option" % key in problem
+    assert check_dangerous([param], [], allow=[key]) == []
+    assert check_dangerous([param], [], allow=[param.split("=", 1)[0]]) == [], "the allow list is read alike"
+    assert check_dangerous([key], [], allow=[key.replace("_", "-")]) == []
+
+
+@pytest.mark.parametrize("param", [
+    "Root=/dev/sdz9", "INIT=/bin/sh", "Single", "systemd.Mask=x", "rootwait", "rootdelay=5", "initcall_debug",
+    "ipv6.disable_ipv6=0", "ipmi_si.type=kcs", "ip_something=1", "memory_hotplug", "panic_print=1", "iommu=pt",
+    "rd.lvm.lvx=1", "systemd.masked=1", "systemd.mask_x=1", "rd.luksx=0", "maxcpusfoo=1", "initrdmem=1",
+    "nosmp_foo", "rescue.target", "single_user", "no_initrd", "no-initrd",
+])
+def test_names_are_matched_whole_and_case_sensitively(param):
+    """A name merely starting like, or spelt in another case than, a refused one is another parameter to
+    the kernel and systemd (both compare case-sensitively and whole names)."""
+    assert check_dangerous([param], []) == [], param
+
+
+@pytest.mark.parametrize("param", ["noinitrdx", "noinitrd_please", "noinitrd-please", "noinitrd=1"])
+def test_a_name_the_kernel_matches_by_its_beginning_is_refused_by_its_beginning(param):
+    """noinitrd is a __setup() handler without '=': the kernel runs it for every name starting so."""
+    problem, = check_dangerous([param], [])
+    assert "noinitrd" in problem and "add 'noinitrd' to the allow option" in problem
+    if param.split("=", 1)[0] != "noinitrd":
+        assert "acts on every name that starts with noinitrd" in problem
+    assert check_dangerous([param], [], allow=["noinitrd"]) == []
+
+
+def test_refused_names_are_written_as_the_kernel_reads_them():
+    assert all("-" not in name for name in DANGEROUS), "keys are compared after - became _"
+    assert set(PREFIX_MATCHED) <= set(DANGEROUS)
 
 
 @pytest.mark.parametrize("param", ["root", "root=UUID=0b6f3d2e", "init", "rd.lvm.lv=vg/root", "panic"])

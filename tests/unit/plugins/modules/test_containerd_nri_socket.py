@@ -14,6 +14,7 @@ import pytest
 from ansible_collections.numa.kube.plugins.module_utils.containerd_config import (
     ContainerdConfigError,
     check_socket_path,
+    in_force_socket_path,
     plan_nri,
 )
 from ansible_collections.numa.kube.plugins.modules import containerd_nri
@@ -55,7 +56,51 @@ def test_socket_paths_containerd_could_use_to_remove_something_else_are_refused(
 @pytest.mark.parametrize("path", ["/var/run/nri/nri.sock", "/run/nri/nri.sock", "/run/k3s/containerd/nri.sock"])
 def test_runtime_folders_are_accepted(path):
     assert check_socket_path(path, lstat=fake_lstat({}), realpath=same) == []
-    assert check_socket_path(path, lstat=fake_lstat({path: stat.S_IFSOCK | 0o660}), realpath=same) == []
+    assert check_socket_path(path, lstat=fake_lstat({path: stat.S_IFSOCK | 0o660}), realpath=same,
+                             in_force=path) == [], "the NRI socket containerd made there itself"
+
+
+SOCKET = stat.S_IFSOCK | 0o666
+
+
+@pytest.mark.parametrize("path", ["/run/containerd/containerd.sock", "/run/dbus/system_bus_socket",
+                                  "/run/systemd/private", "/var/run/nri/nri.sock"])
+@pytest.mark.parametrize("in_force", [None, "/var/run/nri/nri.sock", "/run/nri/other.sock"])
+def test_another_programs_socket_is_refused(path, in_force):
+    """The review's cases: containerd's own API socket, D-Bus's, systemd's - sockets, inside /run - were
+    accepted, and containerd would have removed them to listen there."""
+    if in_force == path:
+        return
+    problems = check_socket_path(path, lstat=fake_lstat({path: SOCKET}), realpath=same, in_force=in_force)
+    assert len(problems) == 1, problems
+    assert problems[0].startswith("NRI socket_path %r is refused: a socket is there that containerd's NRI did not "
+                                  "make" % path), problems[0]
+    assert ("has NRI off" if in_force is None else "puts NRI's socket at %s" % in_force) in problems[0]
+    assert "/var/run/nri/nri.sock" in problems[0], "the fix names the default"
+
+
+def test_the_socket_in_force_is_recognised_through_var_run():
+    """/var/run is a link to /run on current systems: the same socket under either name."""
+    def realpath(path):
+        return "/run" + path[len("/var/run"):] if path.startswith("/var/run/") else path
+    found = fake_lstat({"/run/nri/nri.sock": SOCKET})
+    assert check_socket_path("/run/nri/nri.sock", lstat=found, realpath=realpath,
+                             in_force="/var/run/nri/nri.sock") == []
+    assert check_socket_path("/run/nri/nri.sock", lstat=found, realpath=same, in_force="/var/run/nri/nri.sock") != []
+
+
+@pytest.mark.parametrize("text,version,expected", [
+    ("", (1, 7, 24), None), ("", (2, 1, 4), "/var/run/nri/nri.sock"),
+    (CONTAINERD_17, (1, 7, 24), None),
+    (CONTAINERD_17.replace("true", "false"), (1, 7, 24), "/var/run/nri/nri.sock"),
+    (CONTAINERD_17.replace("true", "false") + '  socket_path = "/run/nri/x.sock"  # ours\n', (1, 7, 24),
+     "/run/nri/x.sock"),
+    ('version = 3\n[plugins."io.containerd.nri.v1.nri"]\n  socket_path = "/run/k3s/nri.sock"\n', (2, 0, 0),
+     "/run/k3s/nri.sock"),
+    (CONTAINERD_17 + '  socket_path = "/run/nri/x.sock"\n', (1, 7, 24), None),
+])
+def test_the_socket_path_in_force_is_the_configurations_with_nri_on(text, version, expected):
+    assert in_force_socket_path(text, version) == expected
 
 
 @pytest.mark.parametrize("mode,kind", [(stat.S_IFREG | 0o644, "a file"), (stat.S_IFDIR | 0o755, "a directory"),
@@ -107,3 +152,44 @@ def test_the_module_checks_the_path_in_the_file_on_the_node(tmp_path, monkeypatc
     failed, result = run(containerd_nri, {"path": str(path), "containerd_version": "1.7.24", "enabled": False},
                          check_mode=True)
     assert not failed, "with NRI off containerd does not touch the socket path"
+
+
+def socket_at(monkeypatch, *paths):
+    """os.lstat of the module sees a socket at each of ``paths`` (sockets in /run cannot be made in a test)."""
+    real_lstat = os.lstat
+
+    def lstat(name, *args, **kwargs):
+        if name in paths:
+            return Stat(SOCKET)
+        return real_lstat(name, *args, **kwargs)
+
+    monkeypatch.setattr(containerd_nri.os, "lstat", lstat)
+
+
+@pytest.mark.parametrize("socket_path", ["/run/containerd/containerd.sock", "/run/dbus/system_bus_socket"])
+def test_the_module_refuses_another_programs_socket_and_writes_nothing(tmp_path, monkeypatch, socket_path):
+    path = tmp_path / "config.toml"
+    path.write_text(CONTAINERD_17)
+    socket_at(monkeypatch, socket_path)
+    failed, result = run(containerd_nri, {"path": str(path), "containerd_version": "1.7.24",
+                                          "settings": {"socket_path": socket_path}})
+    assert failed and "NRI socket_path %r is refused: a socket is there that containerd's NRI did not make" \
+        % socket_path in result["msg"], result["msg"]
+    assert path.read_text() == CONTAINERD_17
+
+
+def test_the_module_accepts_the_socket_nri_made_and_a_rerun_changes_nothing(tmp_path, monkeypatch):
+    """NRI on with its socket at the configured path (containerd made it): enabling again passes."""
+    path = tmp_path / "config.toml"
+    text = CONTAINERD_17.replace("true", "false") + '  socket_path = "/run/nri/nri.sock"\n'
+    path.write_text(text)
+    socket_at(monkeypatch, "/run/nri/nri.sock", "/run/containerd/containerd.sock")
+    failed, result = run(containerd_nri, {"path": str(path), "containerd_version": "1.7.24",
+                                          "settings": {"socket_path": "/run/nri/nri.sock"}})
+    assert not failed and not result["changed"], result
+    failed, result = run(containerd_nri, {"path": str(path), "containerd_version": "1.7.24"})
+    assert not failed and not result["changed"], "the path from the file, not given again"
+    failed, result = run(containerd_nri, {"path": str(path), "containerd_version": "1.7.24",
+                                          "settings": {"socket_path": "/run/containerd/containerd.sock"}})
+    assert failed and "puts NRI's socket at /run/nri/nri.sock" in result["msg"], "moving onto another socket"
+    assert path.read_text() == text

@@ -136,3 +136,38 @@ def test_grubby_reports_its_files_in_check_mode_and_refuses_like_grub_default(gr
     assert failed and "'rdinit=/bin/sh' is refused" in result["msg"] and not grubby.exists()
     failed, result = run(kernel_cmdline, args)
     assert not failed and grubby.read_text() == "--update-kernel=ALL --args=numa_balancing=disable\n"
+
+
+def test_a_dashed_spelling_of_a_refused_name_is_refused_and_allowed_by_either_spelling(grub):
+    failed, result = run(kernel_cmdline, grub_args(grub, present=["nr-cpus=1"]))
+    assert failed and "'nr-cpus=1' is refused: nr_cpus (the kernel and systemd read nr-cpus" in result["msg"]
+    assert grub.read_text() == GRUB
+    failed, result = run(kernel_cmdline, grub_args(grub, present=["nr-cpus=1"], allow=["nr-cpus"]))
+    assert not failed and "nr-cpus=1" in grub.read_text()
+
+
+def test_a_repeated_name_in_the_grub_defaults_is_not_collapsed(grub):
+    pools = "hugepagesz=1G hugepages=16 hugepagesz=2M hugepages=512"
+    grub.write_text(GRUB.replace("console=ttyS0", pools))
+    before = digest(grub)
+    failed, result = run(kernel_cmdline, grub_args(grub, present=["hugepages=32"]))
+    assert failed and result["msg"].startswith(
+        "present: 'hugepages=32' is refused: hugepages occurs 2 times in GRUB_CMDLINE_LINUX in %s "
+        "(hugepages=16 hugepages=512)" % grub), result["msg"]
+    assert digest(grub) == before
+    failed, result = run(kernel_cmdline, grub_args(grub, present=["hugepagesz=1G", "hugepagesz=2M"]))
+    assert failed and "present: hugepagesz is given 2 times" in result["msg"] and digest(grub) == before
+
+
+GRUBBY_POOLS = FAKE_GRUBBY.replace('args="ro root=/dev/vda1"', 'args="ro hugepagesz=1G hugepages=16 hugepagesz=2M '
+                                                               'hugepages=512"')
+
+
+def test_grubby_refuses_a_repeated_name_before_running_anything(grubby, tmp_path):
+    binary = tmp_path / "bin" / "grubby"
+    binary.write_text(GRUBBY_POOLS % grubby)
+    args = {"method": "grubby", "absent": ["hugepages"], "proc_cmdline_path": str(tmp_path / "none")}
+    failed, result = run(kernel_cmdline, args)
+    assert failed and "'hugepages' is refused: hugepages occurs 2 times in the arguments grubby keeps for " \
+                      "/boot/vmlinuz-6.6.0" in result["msg"], result["msg"]
+    assert not grubby.exists(), "grubby was only asked for --info"
