@@ -568,7 +568,7 @@ def test_two_runs_at_once_serialise_and_the_second_names_the_first(tmp_path):
     assert results[A["run_id"]][0] == "ok"
     assert results[B["run_id"]][0] == "refused", results
     assert "belongs to run %s" % A["run_id"] in results[B["run_id"]][2]
-    assert results[B["run_id"]][1] >= results[A["run_id"]][1], "the second waited for the first"
+    # (no comparison of the two answers' clocks: each is taken after the lock is let go, in either order)
     marker = rollout.load_marker(node, FOLDER)
     assert [e["path"] for e in marker["files"]] == ["/etc/a"] and marker["owner"]["run_id"] == A["run_id"]
 
