@@ -59,7 +59,7 @@ def test_parse_cpu_list_refuses_ids_no_machine_has_before_expanding_anything(tex
     with pytest.raises(ValueError) as info:
         parse_cpu_list(text)
     assert message in str(info.value)
-    assert time.time() - started < 0.05
+    assert time.time() - started < 1, "expanded before refusing"
 
 
 def test_parse_cpu_list_takes_the_machines_own_bound_and_is_linear_in_its_input():
@@ -68,7 +68,7 @@ def test_parse_cpu_list_takes_the_machines_own_bound_and_is_linear_in_its_input(
         parse_cpu_list("0-16", limit=16)
     started = time.time()
     assert len(parse_cpu_list(",".join(["0-8191"] * 20000))) == 8192
-    assert time.time() - started < 2
+    assert time.time() - started < 15, "not linear in its input"
 
 
 def test_format_cpu_list_round_trips():
