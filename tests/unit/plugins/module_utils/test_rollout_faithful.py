@@ -20,6 +20,7 @@ import pytest
 
 from ansible_collections.numa.kube.plugins.module_utils import rollout
 from ansible_collections.numa.kube.plugins.modules import rollout_state
+from ansible_collections.numa.kube.tests.unit.plugins.module_utils.test_rollout import put
 from ansible_collections.numa.kube.tests.unit.plugins.modules.module_runner import run
 
 FOLDER = "/var/lib/numa-kube/rollout"
@@ -29,14 +30,6 @@ OWNER = {"run_id": "ctl:1:2", "controller": "ctl", "user": "u", "pid": 1, "pid_s
 @pytest.fixture
 def node(tmp_path):
     return rollout.Node(str(tmp_path))
-
-
-def put(node, path, data, mode=0o644):
-    real = node.path(path)
-    os.makedirs(os.path.dirname(real), exist_ok=True)
-    with open(real, "wb") as handle:
-        handle.write(data)
-    os.chmod(real, mode)
 
 
 def read(node, path):

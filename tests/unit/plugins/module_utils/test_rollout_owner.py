@@ -18,6 +18,7 @@ import pytest
 
 from ansible_collections.numa.kube.plugins.module_utils import rollout, rollout_owner
 from ansible_collections.numa.kube.plugins.modules import rollout_state
+from ansible_collections.numa.kube.tests.unit.plugins.module_utils.test_rollout import put
 from ansible_collections.numa.kube.tests.unit.plugins.modules.module_runner import run
 
 FOLDER = "/var/lib/numa-kube/rollout"
@@ -351,13 +352,6 @@ def test_owner_gone_cannot_tell_from_a_proc_of_another_namespace(tmp_path):
 @pytest.fixture
 def node(tmp_path):
     return rollout.Node(str(tmp_path))
-
-
-def put(node, path, data):
-    real = node.path(path)
-    os.makedirs(os.path.dirname(real), exist_ok=True)
-    with open(real, "wb") as handle:
-        handle.write(data)
 
 
 def begin(node, owner, files, now, **kwargs):
