@@ -86,7 +86,9 @@ def test_ansible_builder_makes_a_build_context_for_the_execution_environment(tmp
     run(tmp_path, "ansible-builder", "create", "--file", "execution-environment.yml", "--context", str(context),
         "--output-filename", "Containerfile")
     containerfile = (context / "Containerfile").read_text()
-    assert "quay.io/centos/centos:stream9" in containerfile
+    # the base image by its short name (no registry in the repository), replaceable with --build-arg
+    assert 'ARG EE_BASE_IMAGE="centos:stream9"' in containerfile.splitlines()
+    assert "FROM $EE_BASE_IMAGE AS base" in containerfile.splitlines()
     assert "ansible-core==2.19.14" in containerfile
     with open(str(context / "_build" / "requirements.yml")) as handle:
         assert [c["name"] for c in yaml.safe_load(handle)["collections"]] == ["numa.kube"]
