@@ -138,7 +138,8 @@ mkdir -p "$work/prometheus/prometheus"
 
 guest=$out.tmp/guest
 mkdir -p "$guest"
-python3 "$here/oci_image.py" "$work/pause" "registry.k8s.io/pause:$pause_tag" '["/pause"]' "$guest/pause.tar"
+# pause under the test bed's own name: prepare-node.sh makes it the guests' containerd sandbox image
+python3 "$here/oci_image.py" "$work/pause" "numa.kube/pause:$pause_tag" '["/pause"]' "$guest/pause.tar"
 python3 "$here/oci_image.py" "$work/busybox" "numa.kube/busybox:test" '["/bin/sleep", "infinity"]' \
   "$guest/busybox.tar"
 python3 "$here/oci_image.py" "$work/kube-proxy" "numa.kube/kube-proxy:$kube_version" \
