@@ -38,7 +38,7 @@ state = "/run/containerd"
 [plugins]
 
   [plugins."io.containerd.grpc.v1.cri"]
-    sandbox_image = "registry.k8s.io/pause:3.10"
+    sandbox_image = "mirror.example/pause:3.10"
     # our registry mirror lives in certs.d
     [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
       SystemdCgroup = true

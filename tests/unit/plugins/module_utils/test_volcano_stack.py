@@ -47,7 +47,7 @@ spec:
     metadata: {labels: {app: volcano-scheduler}}
     spec:
       containers:
-      - {name: s, image: "docker.io/volcanosh/vc-scheduler:v1.14.0", imagePullPolicy: Always}
+      - {name: s, image: "mirror.example/volcanosh/vc-scheduler:v1.14.0", imagePullPolicy: Always}
 ---
 apiVersion: v1
 kind: Service
@@ -64,7 +64,7 @@ spec:
     metadata: {labels: {app: volcano-admission}}
     spec:
       containers:
-      - {name: a, image: "docker.io/volcanosh/vc-webhook-manager:v1.14.0"}
+      - {name: a, image: "mirror.example/volcanosh/vc-webhook-manager:v1.14.0"}
       volumes:
       - {name: certs, secret: {secretName: volcano-admission-secret}}
 ---
@@ -96,7 +96,7 @@ def test_the_manifest_loads_with_helms_equals_keys_and_is_adjusted_as_asked():
     assert objects[3]["spec"]["template"]["spec"]["containers"][0]["imagePullPolicy"] == "Always", "input untouched"
     kept = volcano_stack.adjust(objects, dict(PARAMS, admission=True, image_registry=None, image_tag=None))
     assert len(kept) == 7 and kept[5]["spec"]["template"]["spec"]["containers"][0]["image"] == \
-        "docker.io/volcanosh/vc-webhook-manager:v1.14.0"
+        "mirror.example/volcanosh/vc-webhook-manager:v1.14.0"
 
 
 def test_adjust_keeps_every_label_and_leaves_pod_templates_alone():
@@ -400,7 +400,7 @@ def test_every_bad_document_is_listed_in_one_refusal():
                             "name: Volcano_Conf, namespace: volcano-system") \
         .replace("metadata: {name: volcano-admission, namespace: volcano-system}",
                  "metadata: {name: volcano-admission, namespace: Volcano}") \
-        .replace('image: "docker.io/volcanosh/vc-webhook-manager:v1.14.0"', 'image: ""') \
+        .replace('image: "mirror.example/volcanosh/vc-webhook-manager:v1.14.0"', 'image: ""') \
         .replace("metadata: {name: volcano-system}", "metadata: {name: volcano.system}")
     problems = refusal(dict(ADMISSION, namespace="-x", publisher_image="https://r/agent:1"), text)
     assert problems[1:] == [
@@ -423,25 +423,25 @@ def test_every_bad_document_is_listed_in_one_refusal():
 
 
 @pytest.mark.parametrize("image,why", [
-    ("docker.io/volcanosh/vc-scheduler :v1", "it holds whitespace"),
-    ("https://docker.io/volcanosh/vc-scheduler:v1", "it starts with a scheme (registries are named without https://)"),
-    ("docker.io/VolcanoSH/vc-scheduler:v1", "it is not [registry[:port]/]repository[:tag][@digest] in lower case"),
+    ("mirror.example/volcanosh/vc-scheduler :v1", "it holds whitespace"),
+    ("https://mirror.example/volcanosh/vc-scheduler:v1", "it starts with a scheme (registries are named without https://)"),
+    ("mirror.example/VolcanoSH/vc-scheduler:v1", "it is not [registry[:port]/]repository[:tag][@digest] in lower case"),
 ])
 def test_a_malformed_image_in_the_manifest_is_refused(image, why):
-    text = MANIFEST.replace("docker.io/volcanosh/vc-scheduler:v1.14.0", image)
+    text = MANIFEST.replace("mirror.example/volcanosh/vc-scheduler:v1.14.0", image)
     problems = refusal(dict(ADMISSION, image_registry=None, image_tag=None), text)
     assert problems[1:] == ["document 4 (Deployment volcano-system/volcano-scheduler) container 's': image %r is not "
                             "an image reference: %s; fix the manifest" % (image, why)]
 
 
 def test_images_are_checked_as_adjusted():
-    text = MANIFEST.replace("docker.io/volcanosh/vc-scheduler:v1.14.0", "https://docker.io/volcanosh/vc-scheduler")
+    text = MANIFEST.replace("mirror.example/volcanosh/vc-scheduler:v1.14.0", "https://mirror.example/volcanosh/vc-scheduler")
     applied = volcano_stack.volcano_objects(text, dict(ADMISSION, image_registry="mirror.example/vc", image_tag=None))
     assert applied[3]["spec"]["template"]["spec"]["containers"][0]["image"] == "mirror.example/vc/vc-scheduler"
-    text = MANIFEST.replace("docker.io/volcanosh/vc-scheduler:v1.14.0", "docker.io/volcanosh/VC-scheduler:v1")
+    text = MANIFEST.replace("mirror.example/volcanosh/vc-scheduler:v1.14.0", "mirror.example/volcanosh/VC-scheduler:v1")
     problems = refusal(dict(ADMISSION, image_registry="mirror.example", image_tag=None), text)
     assert problems[1:] == [
-        "document 4 (Deployment volcano-system/volcano-scheduler) container 's' ('docker.io/volcanosh/VC-scheduler:v1' "
+        "document 4 (Deployment volcano-system/volcano-scheduler) container 's' ('mirror.example/volcanosh/VC-scheduler:v1' "
         "with image_registry 'mirror.example', image_tag None): image 'mirror.example/VC-scheduler:v1' is not an image "
         "reference: it is not [registry[:port]/]repository[:tag][@digest] in lower case; fix the manifest, or "
         "image_registry or image_tag"]
@@ -458,14 +458,14 @@ def test_image_options_are_checked_once_not_for_each_container():
 
 def test_images_pinned_by_digest_and_registries_with_ports_pass():
     digest = "@sha256:" + "a" * 64
-    text = MANIFEST.replace("docker.io/volcanosh/vc-scheduler:v1.14.0", "localhost:5000/volcanosh/vc-scheduler" + digest)
+    text = MANIFEST.replace("mirror.example/volcanosh/vc-scheduler:v1.14.0", "localhost:5000/volcanosh/vc-scheduler" + digest)
     applied = volcano_stack.volcano_objects(text, dict(ADMISSION, image_registry=None, image_tag=None))
     assert applied[3]["spec"]["template"]["spec"]["containers"][0]["image"] == \
         "localhost:5000/volcanosh/vc-scheduler" + digest
 
 
 def test_absent_checks_names_and_kinds_but_not_images():
-    text = MANIFEST.replace('image: "docker.io/volcanosh/vc-webhook-manager:v1.14.0"', 'image: ""')
+    text = MANIFEST.replace('image: "mirror.example/volcanosh/vc-webhook-manager:v1.14.0"', 'image: ""')
     assert volcano_stack.volcano_objects(text, dict(ADMISSION, state="absent"))
     problems = refusal(dict(ADMISSION, state="absent"), text.replace("kind: Service", "kind: Sevrice"))
     assert problems[0] == "the manifest volcano-development.yaml was refused, nothing was deleted"
