@@ -1,0 +1,185 @@
+# -*- coding: utf-8 -*-
+# Copyright: numa.kube contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""What numa.kube set on a node, one record file per part, so that ``absent`` undoes only that.
+
+Each node part (kubelet, kernel parameters, containerd's NRI) writes a small JSON file in the
+record folder (``DEFAULT_DIR``, mode 0700) when it changes the node, reads it back when the part is
+taken out, and removes it once the part is out. A record always carries ``"version": VERSION``.
+
+API (all paths are absolute paths on the node):
+
+``DEFAULT_DIR``, ``VERSION``, ``DIR_MODE`` (0700), ``FILE_MODE`` (0600)
+``record_path(folder, name)``
+    The path of record ``name`` (``"kubelet.json"``) in ``folder`` (``DEFAULT_DIR`` when empty).
+``load(path)``
+    The record as a dict (with its ``version``), or None when there is no file. A file that is not
+    JSON, not a JSON object, or has a missing or other ``version`` raises ``RecordError``.
+``render(data)``
+    The exact text ``write`` would put in the file (``version`` added, keys sorted): compare it
+    with the file's text to plan a change in check mode, or show it in a diff.
+``write(path, data)``
+    Replace the file atomically (temporary file in the same folder, fsync, rename, fsync of the
+    folder), mode 0600; the folder is created with mode 0700 when missing. Returns True when the
+    file's bytes changed (an identical record is not rewritten).
+``remove(path)``
+    Remove the file (and fsync its folder). Returns True when there was one.
+``check_fields(record, path, fields)``
+    Refuse a record whose fields are missing or of the wrong type: ``fields`` maps a field name to
+    a type or a tuple of types (``None`` in the tuple allows JSON null). Raises ``RecordError``
+    naming every problem at once.
+
+``RecordError`` is an ``errors.ProblemsError``: each problem names the file, what is wrong and
+what to do, so a module can ``fail_json(msg=str(exc))`` before it changes anything.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import errno
+import json
+import os
+
+from ansible_collections.numa.kube.plugins.module_utils.errors import ProblemsError
+
+DEFAULT_DIR = "/var/lib/numa-kube/applied"
+VERSION = 1
+DIR_MODE = 0o700
+FILE_MODE = 0o600
+TEMP_SUFFIX = ".numa-kube.tmp"
+
+_FIX = ("numa.kube writes this file itself: put back the copy the last run saved, or remove the file "
+        "to let 'absent' use the part's documented fallback")
+
+
+class RecordError(ProblemsError):
+    """A record numa.kube cannot trust: nothing on the node is changed from it."""
+
+
+def record_path(folder, name):
+    return os.path.join(folder or DEFAULT_DIR, name)
+
+
+def load(path):
+    """The record at ``path`` as a dict, None when there is none; a damaged one raises RecordError."""
+    try:
+        with open(path, "rb") as handle:
+            raw = handle.read()
+    except IOError as exc:
+        if exc.errno == errno.ENOENT:
+            return None
+        raise RecordError("record %s cannot be read (%s); check its permissions (root, 0600)" % (path, exc))
+    try:
+        record = json.loads(raw.decode("utf-8"))
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise RecordError("record %s is not valid JSON (%s): it was changed or cut short; %s" % (path, exc, _FIX))
+    if not isinstance(record, dict):
+        raise RecordError("record %s holds a JSON %s, not an object; %s" % (path, type(record).__name__, _FIX))
+    version = record.get("version")
+    if "version" not in record:
+        raise RecordError("record %s has no \"version\" field; %s" % (path, _FIX))
+    if version != VERSION or isinstance(version, bool):
+        raise RecordError("record %s has version %s, this release of numa.kube reads version %d: run the "
+                          "release that wrote it; otherwise %s" % (path, json.dumps(version), VERSION, _FIX))
+    return record
+
+
+def render(data):
+    """The text of the record ``data`` as ``write`` stores it."""
+    if not isinstance(data, dict):
+        raise TypeError("a record is a dict, not %s" % type(data).__name__)
+    if data.get("version", VERSION) != VERSION:
+        raise ValueError("a record written by this release has version %d, not %r" % (VERSION, data.get("version")))
+    body = dict(data)
+    body["version"] = VERSION
+    return json.dumps(body, indent=2, sort_keys=True) + "\n"
+
+
+def _sync_folder(folder):
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _read_bytes(path):
+    try:
+        with open(path, "rb") as handle:
+            return handle.read()
+    except IOError as exc:
+        if exc.errno == errno.ENOENT:
+            return None
+        raise
+
+
+def write(path, data):
+    """Store ``data`` at ``path`` atomically and durably; True when the file's bytes changed."""
+    text = render(data).encode("utf-8")
+    folder = os.path.dirname(path) or "."
+    if not os.path.isdir(folder):
+        os.makedirs(folder, DIR_MODE)
+        os.chmod(folder, DIR_MODE)  # the umask may have narrowed it; never wider than 0700
+    if _read_bytes(path) == text and (os.stat(path).st_mode & 0o7777) == FILE_MODE:
+        return False
+    temp = os.path.join(folder, ".%s%s" % (os.path.basename(path), TEMP_SUFFIX))
+    if os.path.lexists(temp):
+        os.unlink(temp)  # left by a run cut short
+    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), FILE_MODE)
+    try:
+        view = memoryview(text)
+        while view:
+            view = view[os.write(fd, view):]
+        os.fchmod(fd, FILE_MODE)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.rename(temp, path)
+    _sync_folder(folder)
+    return True
+
+
+def remove(path):
+    """Remove the record at ``path``; True when there was one."""
+    try:
+        os.unlink(path)
+    except OSError as exc:
+        if exc.errno == errno.ENOENT:
+            return False
+        raise
+    _sync_folder(os.path.dirname(path) or ".")
+    return True
+
+
+def _type_names(types):
+    names = []
+    for kind in types:
+        names.append("null" if kind is None else {dict: "object", list: "list", str: "string", bool: "boolean",
+                                                  int: "integer", float: "number"}.get(kind, kind.__name__))
+    return " or ".join(names)
+
+
+def check_fields(record, path, fields):
+    """Raise RecordError unless every field of ``fields`` is in ``record`` with one of its types."""
+    problems = []
+    for name in sorted(fields):
+        types = fields[name] if isinstance(fields[name], tuple) else (fields[name],)
+        if name not in record:
+            problems.append("record %s has no %r field" % (path, name))
+            continue
+        value = record[name]
+        allowed = False
+        for kind in types:
+            if kind is None:
+                allowed = allowed or value is None
+            elif kind is int:
+                allowed = allowed or (isinstance(value, int) and not isinstance(value, bool))
+            elif isinstance(value, kind):
+                allowed = True
+        if not allowed:
+            problems.append("record %s field %r is %s, expected %s" % (path, name, json.dumps(value)[:80],
+                                                                        _type_names(types)))
+    if problems:
+        problems.append(_FIX)
+        raise RecordError(problems)
