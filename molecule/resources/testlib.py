@@ -126,9 +126,10 @@ class AuditLog(object):
         with open(self.path) as handle:
             return sum(1 for _line in handle)
 
-    def node_requests(self, since=0, times=False):
+    def node_requests(self, since=0, times=False, labels=False):
         """Cordons, evictions and uncordons in order, as (verb, name) pairs, or (verb, name, epoch
-        seconds) with ``times``, from line ``since`` on."""
+        seconds) with ``times``, from line ``since`` on; with ``labels`` also each change of a
+        Node's labels (verb ``label``)."""
         requests = []
         with open(self.path) as handle:
             for number, line in enumerate(handle):
@@ -145,6 +146,8 @@ class AuditLog(object):
                     spec = (event.get("requestObject") or {}).get("spec") or {}
                     if "unschedulable" in spec:  # other node changes (labels, taints) are neither
                         verb = "cordon" if spec["unschedulable"] else "uncordon"
+                    elif labels and "labels" in ((event.get("requestObject") or {}).get("metadata") or {}):
+                        verb = "label"
                 elif ref.get("subresource") == "eviction":
                     verb = "evict"
                 if verb:

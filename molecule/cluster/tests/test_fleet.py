@@ -113,6 +113,28 @@ def test_nodes_were_changed_one_at_a_time_each_inside_one_drain(host, uneven, ap
     assert not [name for name in names if name.startswith("running-on-")], names
 
 
+def numa_kube_labels(api, name):
+    return dict((key, value) for key, value in (api.read_node(name).metadata.labels or {}).items()
+                if key.startswith("numa.kube/"))
+
+
+def test_each_node_is_labelled_with_what_its_kubelet_runs_after_its_change(api):
+    """The rollout labelled each Node after its change was proven (after its uncordon), with the
+    policies from kubelet's /configz; numa.kube/aligned only where kubelet aligns (numa-uneven runs
+    best-effort). The labels the node registered with are left as they were."""
+    policies = {"numa.kube/cpu-manager-policy": "static", "numa.kube/memory-manager-policy": "Static",
+                "numa.kube/topology-manager-scope": "pod"}
+    assert numa_kube_labels(api, KUBELET) == dict(policies, **{
+        "numa.kube/aligned": "true", "numa.kube/topology-manager-policy": "single-numa-node"})
+    assert numa_kube_labels(api, UNEVEN) == dict(policies, **{"numa.kube/topology-manager-policy": "best-effort"})
+    for name in (KUBELET, UNEVEN):
+        assert api.read_node(name).metadata.labels["kubernetes.io/hostname"] == name
+    seen = [(verb, name) for verb, name in AUDIT.node_requests(labels=True) if verb != "evict"]
+    print("audit with labels: %s" % seen)
+    for name in (KUBELET, UNEVEN):
+        assert seen.index(("label", name)) > seen.index(("uncordon", name)), "%s labelled before it was back" % name
+
+
 # --- numa-kubelet: two even NUMA nodes, every part of the site playbook ----------------------------
 
 def test_kubelet_runs_the_numa_configuration_with_the_exact_reservation(host):

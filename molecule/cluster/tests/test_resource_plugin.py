@@ -33,9 +33,11 @@ NAMESPACE = "kube-system"
 PLUGIN = "numa-resource-plugin"
 CAPACITY = 100
 RESOURCES = ["numa-align/numa-0", "numa-align/numa-1"]
-# what converge.yml passes the cluster phase, besides the defaults
+ALIGNED = {"numa.kube/aligned": "true"}
+# what converge.yml passes the cluster phase (its node selector is the role's default: the label the
+# rollout sets on nodes whose kubelet aligns), besides the defaults
 MODULE_ARGS = {"kubeconfig": KUBECONFIG, "image": "numa.kube/node-agent:test", "image_pull_policy": "Never",
-               "node_selector": {"kubernetes.io/hostname": NODE}, "numa_nodes": {NODE: [0, 1]}}
+               "node_selector": ALIGNED, "numa_nodes": {NODE: [0, 1]}}
 
 
 @pytest.fixture(scope="module")
@@ -141,6 +143,9 @@ def test_each_numa_node_is_advertised_at_the_configured_capacity(host, api):
     pod = running_plugin_pod(api)
     assert pod is not None and pod.spec.node_name == NODE
     assert [p.spec.node_name for p in plugin_pods(api)] == [NODE], "numa-uneven (best-effort) is not selected"
+    # site.yml deployed it with the role's default selector, the label its rollout set on numa-kubelet
+    daemon_set = kubernetes.client.AppsV1Api().read_namespaced_daemon_set(PLUGIN, NAMESPACE)
+    assert daemon_set.spec.template.spec.node_selector == ALIGNED, daemon_set.spec.template.spec.node_selector
     # the logs say what was found and registered (read through the API server, as kubectl logs does)
     _count, log = registrations(api, pod)
     assert "Discovered NUMA node 0 with CPUs 0-1" in log and "Discovered NUMA node 1 with CPUs 2-3" in log, log
