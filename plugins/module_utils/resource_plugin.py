@@ -84,20 +84,34 @@ def objects(params):
     ]
 
 
-def alignment_problems(node, config):
-    """Why the kubelet of ``node``, running ``config``, would not align pods to the resource."""
-    problems = []
+def alignment_gaps(config):
+    """The one rule for "this kubelet aligns pods to a NUMA node", shared by the device plugin's
+    refusal (alignment_problems) and the Node label numa.kube/aligned (node_labels): the settings of
+    ``config`` (kubelet's /configz) that keep it from aligning, as (field, value in force, what
+    aligns); empty when it aligns. A field kubelet leaves out is its default, ``none``."""
+    gaps = []
     cpu = config.get("cpuManagerPolicy") or "none"
     topology = config.get("topologyManagerPolicy") or "none"
     if cpu != "static":
-        problems.append("%s: kubelet runs cpuManagerPolicy %r; numa-align/numa-N pins a pod's CPUs to its "
-                        "NUMA node only under the static CPU Manager: set kubelet_cpu_manager_policy static "
-                        "(numa.kube.kubelet) or leave this node out with node_selector" % (node, cpu))
+        gaps.append(("cpuManagerPolicy", cpu, ("static",)))
     if topology not in ALIGNING_POLICIES:
-        problems.append("%s: kubelet runs topologyManagerPolicy %r; only %s make the Topology Manager put a "
-                        "pod on the NUMA node of its numa-align/numa-N devices: set kubelet_topology_manager_policy "
-                        "(numa.kube.kubelet) or leave this node out with node_selector"
-                        % (node, topology, " or ".join(ALIGNING_POLICIES)))
+        gaps.append(("topologyManagerPolicy", topology, ALIGNING_POLICIES))
+    return gaps
+
+
+def alignment_problems(node, config):
+    """Why the kubelet of ``node``, running ``config``, would not align pods to the resource."""
+    problems = []
+    for field, value, _aligning in alignment_gaps(config):
+        if field == "cpuManagerPolicy":
+            problems.append("%s: kubelet runs cpuManagerPolicy %r; numa-align/numa-N pins a pod's CPUs to its "
+                            "NUMA node only under the static CPU Manager: set kubelet_cpu_manager_policy static "
+                            "(numa.kube.kubelet) or leave this node out with node_selector" % (node, value))
+        else:
+            problems.append("%s: kubelet runs topologyManagerPolicy %r; only %s make the Topology Manager put a "
+                            "pod on the NUMA node of its numa-align/numa-N devices: set "
+                            "kubelet_topology_manager_policy (numa.kube.kubelet) or leave this node out with "
+                            "node_selector" % (node, value, " or ".join(ALIGNING_POLICIES)))
     return problems
 
 

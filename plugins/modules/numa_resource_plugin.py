@@ -73,8 +73,12 @@ options:
     description:
       - Labels of the nodes the plugin runs on (the DaemonSet's C(nodeSelector)); every node when empty.
         Each selected node must align (see above).
+      - The default selects the nodes M(numa.kube.node_labels) labelled C(numa.kube/aligned=true),
+        those whose kubelet was proven to align (C(site.yml) labels every node it prepares), so a
+        node that does not align is left out rather than refused. With no such node the task
+        fails saying so.
     type: dict
-    default: {}
+    default: {numa.kube/aligned: "true"}
   tolerations:
     description:
       - The pods' tolerations. Default C(CriticalAddonsOnly) and every C(NoSchedule) taint, so that
@@ -125,12 +129,18 @@ seealso:
 """
 
 EXAMPLES = r"""
-- name: Deploy the NUMA device plugin on the NUMA nodes
+- name: Deploy the NUMA device plugin on the nodes labelled numa.kube/aligned=true
   numa.kube.numa_resource_plugin:
     kubeconfig: ~/.kube/config
     image: registry.example/numa-kube/node-agent:0.1.0
+  delegate_to: localhost
+  run_once: true
+
+- name: Or on nodes of your own choice (each must align, or the task fails naming it)
+  numa.kube.numa_resource_plugin:
+    image: registry.example/numa-kube/node-agent:0.1.0
     node_selector:
-      numa.kube/aligned: "true"
+      node-role.example/numa: "true"
   delegate_to: localhost
   run_once: true
 
@@ -195,6 +205,7 @@ from ansible_collections.numa.kube.plugins.module_utils.kube_api import (
     connect,
     stack_module,
 )
+from ansible_collections.numa.kube.plugins.module_utils.node_labels import ALIGNED_SELECTOR
 from ansible_collections.numa.kube.plugins.module_utils.resource_plugin import (
     DEFAULT_SOCKET_DIR,
     PluginError,
@@ -212,7 +223,7 @@ def main():
         image_pull_policy=dict(type="str", choices=["Always", "IfNotPresent", "Never"], default="IfNotPresent"),
         capacity=dict(type="int", default=100),
         socket_dir=dict(type="path", default=DEFAULT_SOCKET_DIR),
-        node_selector=dict(type="dict", default={}),
+        node_selector=dict(type="dict", default=dict(ALIGNED_SELECTOR)),
         tolerations=dict(type="list", elements="dict"),
         priority_class_name=dict(type="str", default="system-node-critical"),
         resources=dict(type="dict"),

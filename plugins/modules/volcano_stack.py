@@ -95,9 +95,14 @@ options:
     description: The node agent image (the collection's C(agent/Containerfile)); no publisher without it.
     type: str
   publisher_node_selector:
-    description: Node labels the publisher's pods must match (the nodes numa-aware should use).
+    description:
+      - Node labels the publisher's pods must match (the nodes numa-aware should use); every node
+        when empty.
+      - The default selects the nodes M(numa.kube.node_labels) labelled C(numa.kube/aligned=true),
+        those whose kubelet was proven to align pods to a NUMA node (C(site.yml) labels every node
+        it prepares). A task whose selector matches no node warns that the publisher runs nowhere.
     type: dict
-    default: {}
+    default: {numa.kube/aligned: "true"}
   publisher_nodes_proxy:
     description:
       - Also grant the publisher C(nodes/proxy), which kubelets before 1.33 (or with the
@@ -170,11 +175,16 @@ EXAMPLES = r"""
   delegate_to: localhost
   run_once: true
 
-- name: Only the publisher, next to a Volcano installed with Helm
+- name: Only the publisher (on the nodes labelled numa.kube/aligned=true), next to a Volcano installed with Helm
   numa.kube.volcano_stack:
     namespace: volcano
     publisher_image: registry.example/numa-kube/node-agent:0.1.0
-    publisher_node_selector: {numa.kube/aligned: "true"}
+  delegate_to: localhost
+
+- name: The publisher on every node, so that numa-aware sees each node's policies, aligned or not
+  numa.kube.volcano_stack:
+    publisher_image: registry.example/numa-kube/node-agent:0.1.0
+    publisher_node_selector: {}
   delegate_to: localhost
 
 - name: Remove Volcano, its CRDs (refused while Volcano Jobs, Queues... exist) and its Namespaces
@@ -231,6 +241,7 @@ from ansible_collections.numa.kube.plugins.module_utils.kube_api import (
     connect,
     stack_module,
 )
+from ansible_collections.numa.kube.plugins.module_utils.node_labels import ALIGNED_SELECTOR
 from ansible_collections.numa.kube.plugins.module_utils.volcano_conf import HAS_YAML, VolcanoError
 from ansible_collections.numa.kube.plugins.module_utils.volcano_stack import (
     DOWNLOAD_TIMEOUT,
@@ -278,7 +289,7 @@ def main():
         node_selector=dict(type="dict", default={}),
         namespace=dict(type="str", default="volcano-system"),
         publisher_image=dict(type="str"),
-        publisher_node_selector=dict(type="dict", default={}),
+        publisher_node_selector=dict(type="dict", default=dict(ALIGNED_SELECTOR)),
         publisher_nodes_proxy=dict(type="bool", default=False),
         publisher_kubelet_tls=dict(type="str", choices=["node-cert", "cluster-ca", "insecure"], default="node-cert"),
         delete_crds=dict(type="bool", default=False),
@@ -297,6 +308,11 @@ def main():
         result = run(api, module.params, text, module.check_mode, api.wait_for)
     except (VolcanoError, KubeApiError) as exc:
         module.fail_json(msg=str(exc))
+    if result.get("numatopologies") == []:
+        module.warn("no Node matches publisher_node_selector %s: the Numatopology publisher runs nowhere and "
+                    "numa-aware has no node to use. Label the aligned nodes (numa.kube.node_labels, which site.yml "
+                    "runs for every node it prepares) or change publisher_node_selector"
+                    % (module.params["publisher_node_selector"],))
     diff = result.pop("diff")
     if module._diff:
         result["diff"] = diff
