@@ -163,6 +163,26 @@ def check_params(params):
         raise PluginError(problems)
 
 
+def planned_selection(nodes, selector, planned):
+    """The Nodes of ``nodes`` that ``selector`` (label: value) will match once the same run's node
+    phase is done: a node in ``planned`` (name: the kubelet configuration it will run) then carries
+    the numa.kube labels the rollout sets from that configuration, in place of the ones it has."""
+    # node_labels builds on this module's alignment rule, so it is imported here, not at the top
+    from ansible_collections.numa.kube.plugins.module_utils import node_labels
+
+    chosen = []
+    for node in nodes:
+        name = node["metadata"]["name"]
+        labels = dict((node["metadata"].get("labels") or {}))
+        if name in planned:
+            for key in node_labels.OWNED_KEYS:
+                labels.pop(key, None)
+            labels.update(node_labels.labels_from_config(planned[name]))
+        if all(labels.get(key) == value for key, value in selector.items()):
+            chosen.append(node)
+    return chosen
+
+
 def _expected_ids(params, node):
     expected = (params.get("numa_nodes") or {}).get(node)
     return None if expected is None else [int(numa) for numa in expected]
@@ -186,15 +206,18 @@ def run(api, params, check_mode, wait_for):
                                    % waited], result)
         return result
 
-    nodes = api.nodes(params.get("node_selector"))
+    # a preview reads what the same run's node phase would leave, where the caller knows it
+    planned = (params.get("kubelet_plan") or {}) if check_mode else {}
+    if planned:
+        nodes = planned_selection(api.nodes(), params.get("node_selector") or {}, planned)
+    else:
+        nodes = api.nodes(params.get("node_selector"))
     names = [node["metadata"]["name"] for node in nodes]
     if not names:
         raise PluginError(["no Node matches node_selector %r: the plugin would run nowhere; label the nodes "
                            "that should advertise numa-align/numa-N or change node_selector"
                            % (params.get("node_selector") or {})])
     problems = []
-    # a preview reads what the same run's node phase would leave, where the caller knows it
-    planned = (params.get("kubelet_plan") or {}) if check_mode else {}
     for name in names:
         config = planned[name] if name in planned else api.kubelet_config(name)
         problems.extend(alignment_problems(name, config))

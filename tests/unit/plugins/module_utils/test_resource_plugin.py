@@ -152,6 +152,21 @@ def test_a_preview_reads_the_planned_kubelet_configuration_where_given():
         run(api, params, False, no_wait)
 
 
+def test_a_preview_selects_by_the_labels_the_node_phase_will_set():
+    """site.yml --check on a fleet not yet labelled: the default selector numa.kube/aligned matches
+    the nodes whose planned kubelet aligns, and no longer the ones whose plan stops aligning."""
+    loose = {"cpuManagerPolicy": "none", "topologyManagerPolicy": "none"}
+    labelled = dict(node("was-aligned"), metadata={"name": "was-aligned", "labels": {"numa.kube/aligned": "true"}})
+    api = MemoryApi([node("fresh"), labelled, node("untouched")], {"untouched": ALIGNED})
+    params = dict(PARAMS, node_selector={"numa.kube/aligned": "true"},
+                  kubelet_plan={"fresh": ALIGNED, "was-aligned": dict(ALIGNED, topologyManagerPolicy="best-effort")})
+    assert run(api, params, True, no_wait)["changed"] is True
+    assert [call for call in api.calls if call[0] == "configz"] == [], "the one chosen node was read from its plan"
+    assert api.calls[0] == ("nodes", None), "every Node, matched against its planned labels"
+    with pytest.raises(PluginError, match="no Node matches"):
+        run(api, dict(params, kubelet_plan={"fresh": loose, "was-aligned": loose}), True, no_wait)
+
+
 def test_no_selected_node_is_refused():
     with pytest.raises(PluginError, match="no Node matches node_selector {'numa': 'yes'}"):
         run(MemoryApi([], {}), dict(PARAMS, node_selector={"numa": "yes"}), False, no_wait)
