@@ -58,7 +58,8 @@ options:
       - Set it only after checking that the existing object is a copy of this stack nobody else
         runs (for example one deployed by hand before numa.kube).
       - M(numa.kube.volcano_numa_aware) makes no object (it edits Volcano's own configuration, which is
-        its purpose) and ignores this option.
+        its purpose) and ignores this option, as does M(numa.kube.node_labels) (it changes only its own
+        labels of existing Nodes).
     type: bool
     default: false
 notes:
