@@ -9,6 +9,10 @@ what kubelet refuses when it starts on the file: unknown field names, values kub
 or its validation refuses (kubelet_rules), reservations and eviction settings it cannot parse, and
 the CPU, Memory and Topology Managers it cannot create on the machine; so a typo is caught before
 any node is drained.
+
+The way back out: record_present says what a change must record so that it can be undone (a
+drop-in is numa.kube's; a merged field's value before numa.kube's first change), plan_withdraw
+how 'absent' undoes it, with the same plan (effective configuration, restart, stale state files).
 """
 
 from __future__ import absolute_import, division, print_function
@@ -21,6 +25,7 @@ import json
 import math
 import re
 
+from ansible_collections.numa.kube.plugins.module_utils import applied_record
 from ansible_collections.numa.kube.plugins.module_utils.errors import ProblemsError
 from ansible_collections.numa.kube.plugins.module_utils.kubelet_fields import FLAGS, TYPES
 from ansible_collections.numa.kube.plugins.module_utils.kubelet_rules import (
@@ -572,6 +577,236 @@ def plan_change(path, current_text, settings, mode="merge", fmt="auto", base_tex
         "before": before,
         "config": after,
         "restart_required": effective_changed,
+    }
+    result.update(state_changes(before, after) if effective_changed else
+                  {"remove_cpu_manager_state": False, "remove_memory_manager_state": False})
+    return result
+
+
+# --- the way back out: what numa.kube changed, and how it is undone --------------------------------
+
+RECORD_NAME = "kubelet.json"
+# What ``absent`` removes from a merged file when there is no record (a node changed by a release
+# that kept none): the NUMA managers' policies, their options and the memory reservation, where
+# they differ from kubelet's defaults. The reservations (kubeReserved, systemReserved,
+# reservedSystemCPUs, evictionHard) stay: they may be the node's own, and kubelet runs its default
+# policies with them.
+# 'absent' removes the record once the part is out, except where a file kubelet reads still holds
+# such a field with a value of the node's own (one the record put back, or one numa.kube never
+# changed): there it leaves an empty record (no files), so that a second 'absent' knows numa.kube
+# has nothing left on the node and leaves that value alone instead of falling back.
+EMPTY_RECORD = {"files": {}}
+
+
+def _own_numa_fields(document):
+    """The FALLBACK_FIELDS of a configuration document that differ from kubelet's defaults."""
+    return [f for f in FALLBACK_FIELDS if f in document and document[f] not in (None, "", {}, [], DEFAULTS.get(f))]
+FALLBACK_FIELDS = ("cpuManagerPolicy", "cpuManagerPolicyOptions", "memoryManagerPolicy", "reservedMemory",
+                   "topologyManagerPolicy", "topologyManagerPolicyOptions", "topologyManagerScope")
+_ENVELOPE = ("apiVersion", "kind")
+_MISSING = object()
+
+
+def check_record(record, where):
+    """Refuse a kubelet record (applied_record.load's dict, or None) whose fields this release cannot
+    undo from; returns it. Version 1 holds ``files`` (path -> ``{"kind": "owned"}`` for a file
+    numa.kube wrote whole, or ``{"kind": "merged", "before": {field: value}, "missing": [field]}``)
+    and, when numa.kube edited kubelet's flag file, ``flag_file`` (``path``, previous ``text`` and
+    ``mode``, null when the file did not exist)."""
+    if record is None:
+        return None
+    applied_record.check_fields(record, where, {"files": dict})
+    problems = []
+    fix = ("numa.kube writes this file itself: put back the copy the last run saved, or remove the file to let "
+           "'absent' use its fallback")
+    for path, entry in sorted(record["files"].items()):
+        if not isinstance(entry, dict) or entry.get("kind") not in ("owned", "merged"):
+            problems.append("record %s: files[%r] is %s, not {\"kind\": \"owned\"} or {\"kind\": \"merged\", ...}"
+                            % (where, path, json.dumps(entry)[:80]))
+            continue
+        if not path.startswith("/"):
+            problems.append("record %s: files[%r] is not an absolute path" % (where, path))
+        if entry["kind"] == "merged":
+            if not isinstance(entry.get("before"), dict):
+                problems.append("record %s: files[%r].before is not an object of field values" % (where, path))
+            missing = entry.get("missing")
+            if not isinstance(missing, list) or not all(isinstance(name, str) for name in missing):
+                problems.append("record %s: files[%r].missing is not a list of field names" % (where, path))
+    flag = record.get("flag_file")
+    if flag is not None:
+        if not isinstance(flag, dict) or not isinstance(flag.get("path"), str) or not flag["path"].startswith("/") \
+                or not isinstance(flag.get("text"), (str, type(None))) \
+                or not isinstance(flag.get("mode"), (str, type(None))):
+            problems.append("record %s: flag_file is %s, not {\"path\": absolute path, \"text\": string or null, "
+                            "\"mode\": string or null}" % (where, json.dumps(flag)[:120]))
+    if problems:
+        raise applied_record.RecordError(problems + [fix])
+    return record
+
+
+def record_present(record, path, mode, before, after, created=False, flag=None):
+    """The record after a ``present`` change, or ``record`` itself when it gains nothing.
+
+    ``before``/``after`` are the documents of the file at ``path`` (not the effective
+    configuration). A drop-in, or a merge file numa.kube ``created``, is recorded as numa.kube's
+    own; a merge records, for each top-level field it changes, the value the file had or that it
+    had none - only the first time, so the original survives later changes. ``flag`` is
+    ``(path, text, mode)`` of kubelet's flag file before numa.kube edits it, also kept from the
+    first time only."""
+    result = copy.deepcopy(record) if record else {"files": {}}
+    result.pop("version", None)
+    entry = result["files"].get(path)
+    if mode == "dropin" or created:
+        if entry is None:
+            result["files"][path] = {"kind": "owned"}
+    else:
+        if entry is None:
+            entry = result["files"][path] = {"kind": "merged", "before": {}, "missing": []}
+        if entry["kind"] == "merged":
+            known = set(entry["before"]) | set(entry["missing"])
+            for field in sorted(set(before) | set(after)):
+                if field in _ENVELOPE or field in known or before.get(field, _MISSING) == after.get(field, _MISSING):
+                    continue
+                if field in before:
+                    entry["before"][field] = copy.deepcopy(before[field])
+                else:
+                    entry["missing"].append(field)
+            entry["missing"].sort()
+    if flag is not None and result.get("flag_file") is None:
+        result["flag_file"] = {"path": flag[0], "text": flag[1], "mode": flag[2]}
+    if record:
+        comparable = dict(record)
+        comparable.pop("version", None)
+        if comparable == result:
+            return record
+    return result
+
+
+def _restored(document, entry):
+    restored = copy.deepcopy(document)
+    for field, value in entry["before"].items():
+        restored[field] = copy.deepcopy(value)
+    for field in entry["missing"]:
+        restored.pop(field, None)
+    return restored
+
+
+def _settings_only(config):
+    return dict((k, v) for k, v in config.items() if k not in _ENVELOPE)
+
+
+def plan_withdraw(path, mode, texts, record, fmt="auto", base_paths=(), check=True, numa_node_count=None,
+                  online_cpus=None, machine=None):
+    """Work out how to take numa.kube's kubelet change back out, without touching anything.
+
+    ``texts`` maps every file involved to its text (None when missing): ``path``, ``base_paths``,
+    each file of the record and its flag file. Drop-in mode removes the drop-in at ``path`` (its
+    name is numa.kube's), with or without a record; every file the record holds is put back:
+    numa.kube's own files removed, merged fields restored (those that were missing removed), and
+    the flag file given its previous bytes. In merge mode without any record, FALLBACK_FIELDS are
+    removed from ``path`` unless they hold kubelet's default already (``none``, empty options);
+    with a record that has no entry for ``path``, it is left alone.
+
+    Returns ``writes`` (path -> new text, None to remove; only files that change), ``flag_mode``
+    (the mode to give a restored flag file), ``before`` and ``config`` (the effective
+    configuration kubelet reads, before and after), ``restart_required``, the state files that
+    must go, ``fallback`` (the fields the fallback removes, or []), ``keep_empty_record`` (a file
+    kubelet reads keeps NUMA manager values of its own, see EMPTY_RECORD) and ``notes`` (what is
+    done, in words).
+    """
+    if mode not in ("merge", "dropin"):
+        raise KubeletConfigError("mode %r is not one of merge, dropin" % (mode,))
+    files = dict((record or {}).get("files") or {})
+    writes, notes, fallback = {}, [], []
+
+    def parse(where):
+        text = texts.get(where)
+        if text is None:
+            return None
+        file_format = fmt if fmt != "auto" and where == path else detect_format(where, text)
+        try:
+            document = load_text(text, file_format)
+        except Exception as exc:  # yaml's errors do not derive from ValueError
+            raise KubeletConfigError("%s could not be parsed as %s: %s" % (where, file_format.upper(), exc))
+        if not isinstance(document, dict):
+            raise KubeletConfigError("%s does not hold a KubeletConfiguration mapping" % where)
+        return document, file_format
+
+    def merged_file(where, entry, what):
+        parsed = parse(where)
+        if parsed is None:
+            notes.append("%s does not exist: nothing to restore in it" % where)
+            return
+        document, file_format = parsed
+        restored = _restored(document, entry)
+        if restored != document:
+            writes[where] = dump_text(restored, file_format)
+            notes.append("%s: %s" % (where, what))
+
+    if mode == "dropin":
+        files.setdefault(path, {"kind": "owned"})
+    for where, entry in sorted(files.items()):
+        if entry["kind"] == "owned":
+            if texts.get(where) is not None:
+                writes[where] = None
+                notes.append("%s removed (numa.kube wrote it)" % where)
+        else:
+            fields = sorted(entry["before"]) + sorted(entry["missing"])
+            merged_file(where, entry, "fields put back as they were before numa.kube (%s)" % ", ".join(fields)
+                        if fields else "nothing recorded")
+    if mode == "merge" and record is None:
+        parsed = parse(path)
+        present_fields = _own_numa_fields(parsed[0]) if parsed is not None else []
+        if present_fields:
+            fallback = present_fields
+            merged_file(path, {"before": {}, "missing": present_fields},
+                        "no record of what numa.kube changed: its NUMA manager fields removed (%s), so kubelet "
+                        "runs its defaults" % ", ".join(present_fields))
+    elif mode == "merge" and path not in files:
+        notes.append("%s: the record holds no change of numa.kube there; left alone" % path)
+    flag = (record or {}).get("flag_file")
+    flag_mode = None
+    if flag is not None and texts.get(flag["path"]) != flag["text"]:
+        writes[flag["path"]] = flag["text"]
+        flag_mode = flag["mode"]
+        notes.append("%s %s" % (flag["path"], "put back as it was before numa.kube added --config-dir"
+                                if flag["text"] is not None else "removed (numa.kube created it)"))
+
+    def effective(contents):
+        result = {}
+        for where in list(base_paths) + [path]:
+            text = contents.get(where)
+            if text:
+                document = load_text(text, detect_format(where, text) if where != path or fmt == "auto" else fmt)
+                result = merge_patch(result, document if isinstance(document, dict) else {})
+        return result
+
+    after_texts = dict(texts)
+    after_texts.update(writes)
+    try:
+        before, after = effective(texts), effective(after_texts)
+        kept = []  # what a later fallback could take for numa.kube's: NUMA values left in the files kubelet reads
+        for where in sorted(set([path] + list(base_paths) + [w for w, e in files.items() if e["kind"] == "merged"])):
+            text = after_texts.get(where)
+            document = load_text(text, fmt if where == path and fmt != "auto" else detect_format(where, text)) \
+                if text else {}
+            kept.extend("%s in %s" % (field, where) for field in _own_numa_fields(document if isinstance(document, dict)
+                                                                                   else {}))
+    except Exception as exc:  # yaml's errors do not derive from ValueError
+        raise KubeletConfigError("a kubelet configuration file could not be parsed: %s" % exc)
+    if check:
+        validate(after, numa_node_count=numa_node_count, online_cpus=online_cpus, machine=machine)
+    effective_changed = _settings_only(before) != _settings_only(after)
+    result = {
+        "writes": writes,
+        "flag_mode": flag_mode,
+        "before": before,
+        "config": after,
+        "restart_required": effective_changed or (flag is not None and flag["path"] in writes),
+        "fallback": fallback,
+        "keep_empty_record": bool(kept),
+        "notes": notes + (["the node's own %s stay; an empty record says numa.kube has nothing left here"
+                           % ", ".join(kept)] if kept and record is not None else []),
     }
     result.update(state_changes(before, after) if effective_changed else
                   {"remove_cpu_manager_state": False, "remove_memory_manager_state": False})

@@ -32,6 +32,20 @@ description:
   - Reports whether kubelet must restart and whether C(cpu_manager_state) or
     C(memory_manager_state) must be removed before it can start. The module itself never restarts
     kubelet nor removes state.
+  - Keeps a record of what it changed (O(record)), so that O(state=absent) takes back out only
+    that - a drop-in it wrote is removed; in a merged file, each top-level field it changed gets
+    back the value it had before numa.kube first changed it (or is removed when it had none); the
+    flag file it gave C(--config-dir) (O(flag_file)) gets back its previous bytes. Without a
+    record (a node changed by a release that kept none), O(state=absent) removes the drop-in (its
+    name is numa.kube's) or, in a merged file, the NUMA manager fields that differ from kubelet's
+    defaults (C(cpuManagerPolicy), C(cpuManagerPolicyOptions), C(memoryManagerPolicy),
+    C(reservedMemory), C(topologyManagerPolicy), C(topologyManagerPolicyOptions),
+    C(topologyManagerScope)), so that kubelet runs its defaults; the reservations stay.
+  - O(state=absent) validates and reports the result as O(state=present) does, then removes the
+    record - except where a file kubelet reads keeps NUMA manager values of the node's own (put
+    back from the record, or never changed by numa.kube); there it leaves an empty record, so that
+    a second O(state=absent) leaves them alone instead of falling back. It creates no record where
+    there was none.
 author:
   - numa.kube contributors (@numa-kube)
 options:
@@ -41,12 +55,38 @@ options:
         which must end in C(.conf). An absolute path; a directory, a device or a pipe is refused.
     type: path
     required: true
+  state:
+    description:
+      - C(present) writes O(settings); C(absent) takes back out what numa.kube changed (see the
+        description), O(settings) is then not used.
+    type: str
+    choices: [present, absent]
+    default: present
   settings:
     description:
       - KubeletConfiguration fields to set, e.g. C(cpuManagerPolicy), C(topologyManagerPolicy),
         C(memoryManagerPolicy), C(reservedMemory). A null value removes the field.
+      - Required with O(state=present).
     type: dict
-    required: true
+  record:
+    description:
+      - The file where the module keeps what it changed, for O(state=absent) (JSON, mode 0600, in
+        a folder of mode 0700 created when missing). The default is
+        C(/var/lib/numa-kube/applied/kubelet.json). An empty string keeps no record (and
+        O(state=absent) then uses its fallback).
+      - A damaged record, or one of another version, is refused before anything changes.
+    type: path
+  flag_file:
+    description:
+      - With O(state=present), kubelet's environment file (C(/etc/default/kubelet)) to write as
+        O(flag_file_text) - the C(flag_file) and C(flag_file_text) that M(numa.kube.kubelet_facts)
+        returns when kubelet must gain C(--config-dir). Its previous bytes (or that it did not
+        exist) go into the record, so that O(state=absent) puts them back. A new file gets mode
+        0600, an existing one keeps its mode.
+    type: path
+  flag_file_text:
+    description: What O(flag_file) must hold. Required with O(flag_file).
+    type: str
   dropin:
     description:
       - False merges O(settings) into O(path), keeping every other key. True makes O(path) a
@@ -121,7 +161,9 @@ attributes:
     description: Nothing is written in check mode; the results are those a real run would give.
   diff_mode:
     support: full
-    description: Shows the file before and after, in the file's own format.
+    description:
+      - Shows each file before and after - the configuration, and the flag file when it changes
+        too (then a list of diffs). The record's own changes are not shown.
 seealso:
   - module: numa.kube.reserved_memory
   - name: KubeletConfiguration reference
@@ -152,6 +194,25 @@ EXAMPLES = r"""
       cpuManagerPolicy: static
       kubeReserved: {cpu: 500m}
 
+- name: A kubeadm node whose kubelet gains --config-dir (kubelet_facts said so)
+  numa.kube.kubelet_config:
+    dropin: true
+    path: /etc/kubernetes/kubelet.conf.d/50-numa-kube.conf
+    base_path: /var/lib/kubelet/config.yaml
+    flag_file: "{{ kubelet_node.flag_file }}"
+    flag_file_text: "{{ kubelet_node.flag_file_text }}"
+    settings:
+      cpuManagerPolicy: static
+      kubeReserved: {cpu: 500m}
+
+- name: Take numa.kube's settings back out of config.yaml (see what would change first)
+  numa.kube.kubelet_config:
+    path: /var/lib/kubelet/config.yaml
+    state: absent
+  check_mode: true
+  diff: true
+  register: withdraw
+
 - name: EKS AL2 - keep everything else in kubelet-config.json, drop reservedSystemCPUs
   numa.kube.kubelet_config:
     path: /etc/kubernetes/kubelet/kubelet-config.json
@@ -179,7 +240,9 @@ differs:
   type: bool
   sample: true
 restart_required:
-  description: Whether the effective configuration changed, so kubelet must restart to use it.
+  description:
+    - Whether the effective configuration or kubelet's flag file changed, so kubelet must restart
+      to use it.
   returned: success
   type: bool
   sample: true
@@ -198,6 +261,41 @@ remove_memory_manager_state:
   returned: success
   type: bool
   sample: false
+files:
+  description:
+    - Every file the change writes or removes (configuration, flag file, record), for the
+      rollout envelope to save first.
+  returned: success
+  type: list
+  elements: str
+  sample: [/var/lib/kubelet/config.yaml, /var/lib/numa-kube/applied/kubelet.json]
+notes:
+  description: With O(state=absent), what is taken back out and what is left, in words.
+  returned: success
+  type: list
+  elements: str
+  sample: ["/etc/kubernetes/kubelet.conf.d/50-numa-kube.conf removed (numa.kube wrote it)"]
+fallback:
+  description:
+    - With O(state=absent), the fields removed from a merged file because no record says what
+      numa.kube changed there (empty when the record was used or nothing was to remove).
+  returned: success
+  type: list
+  elements: str
+  sample: [cpuManagerPolicy, topologyManagerPolicy]
+record:
+  description:
+    - The record as it is after the run; null when there is none (after O(state=absent), an
+      empty record where the node keeps NUMA manager values of its own).
+  returned: success
+  type: dict
+  sample: {version: 1, files: {/etc/kubernetes/kubelet.conf.d/50-numa-kube.conf: {kind: owned}}}
+backup_files:
+  description: The copies made of the flag file or of files O(state=absent) changed or removed.
+  returned: changed and backup is true and such a file existed
+  type: list
+  elements: str
+  sample: [/etc/kubernetes/kubelet.conf.d/50-numa-kube.conf.12345.2026-11-22@10:00:00~]
 backup_file:
   description: The copy made of the previous file.
   returned: changed and backup is true and the file existed
@@ -214,14 +312,26 @@ import os
 import stat
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.common.text.converters import to_bytes
 
-from ansible_collections.numa.kube.plugins.module_utils import file_update
-from ansible_collections.numa.kube.plugins.module_utils.kubelet_config import KubeletConfigError, plan_change
+from ansible_collections.numa.kube.plugins.module_utils import applied_record, file_update
+from ansible_collections.numa.kube.plugins.module_utils.kubelet_config import (
+    EMPTY_RECORD,
+    RECORD_NAME,
+    KubeletConfigError,
+    check_record,
+    plan_change,
+    plan_withdraw,
+    record_present,
+)
 from ansible_collections.numa.kube.plugins.module_utils.topology import MAX_CPUS, parse_cpu_list
 
 
 # Linux's MAX_NUMNODES at its largest (NODES_SHIFT 10)
 MAX_NUMA_NODES = 1024
+# where the record goes when O(record) is not given (tests point it elsewhere)
+RECORD = applied_record.record_path(applied_record.DEFAULT_DIR, RECORD_NAME)
+NEW_FLAG_FILE_MODE = 0o600
 
 
 def path_problem(what, path, must_exist=False):
@@ -249,31 +359,59 @@ def read(module, what, path):
         module.fail_json(msg="%s %s cannot be read: %s" % (what, path, exc))
 
 
-def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            path=dict(type="path", required=True),
-            settings=dict(type="dict", required=True),
-            dropin=dict(type="bool", default=False),
-            format=dict(type="str", default="auto", choices=["auto", "yaml", "json"]),
-            base_path=dict(type="list", elements="path"),
-            validate=dict(type="bool", default=True),
-            create=dict(type="bool", default=False),
-            backup=dict(type="bool", default=False),
-            numa_node_count=dict(type="int"),
-            online_cpus=dict(type="str"),
-            cpus=dict(type="list", elements="dict"),
-            numa_node_memory=dict(type="dict"),
-            memory_capacity=dict(type="raw"),
-            eviction_distribution=dict(type="str", default="kubeadm", choices=["kubeadm", "rke2", "k3s", "eks"]),
-        ),
-        add_file_common_args=True,
-        supports_check_mode=True,
-    )
+def load_record(module, path):
+    """The kubelet record at ``path`` (None when there is none or records are off); a damaged one
+    stops the module before anything changes."""
+    if not path:
+        return None
+    try:
+        return check_record(applied_record.load(path), path)
+    except applied_record.RecordError as exc:
+        module.fail_json(msg=" | ".join(exc.problems), problems=exc.problems)
+
+
+def replace_file(module, path, text, mode=None, backup=False, result=None):
+    """Write ``text`` to ``path`` through a temporary file in its folder; an existing file keeps its
+    owner, mode and context, a new one gets ``mode``."""
+    if backup and os.path.exists(path) and result is not None:
+        result.setdefault("backup_files", []).append(module.backup_local(path))
+    folder = os.path.dirname(path)
+    temp = os.path.join(folder, ".%s.numa-kube.tmp" % os.path.basename(path))
+    with open(temp, "wb") as handle:
+        handle.write(to_bytes(text))
+    existed = os.path.exists(path)
+    module.atomic_move(temp, path, unsafe_writes=module.params.get("unsafe_writes", False))
+    if mode is not None or not existed:
+        os.chmod(path, int(mode, 8) if mode else NEW_FLAG_FILE_MODE)
+
+
+def remove_file(module, path, backup=False, result=None):
+    if not os.path.lexists(path):
+        return
+    if backup and result is not None:
+        result.setdefault("backup_files", []).append(module.backup_local(path))
+    os.unlink(path)
+
+
+def removal_diff(path, before):
+    return dict(before=before or "", after="", before_header=path, after_header="/dev/null")
+
+
+def check_inputs(module):
     params = module.params
-    path = params["path"]
-    problems = [p for p in [path_problem("path", path)] + [
+    problems = [p for p in [path_problem("path", params["path"])] + [
         path_problem("base_path", base, must_exist=True) for base in params["base_path"] or []] if p]
+    if params["state"] == "present" and params["settings"] is None:
+        problems.append("settings is required with state=present: give the KubeletConfiguration fields to set")
+    if params["flag_file"] is not None and params["state"] == "present":
+        problem = path_problem("flag_file", params["flag_file"])
+        if problem:
+            problems.append(problem.replace("the kubelet configuration file", "kubelet's environment file"))
+    if params["record"] and not os.path.isabs(params["record"]):
+        problems.append("record %r is relative: give an absolute path, or \"\" to keep no record" % params["record"])
+    elif params["record"] and os.path.isdir(params["record"]):
+        problems.append("record %s is a directory: give the path of the record file (%s)"
+                        % (params["record"], os.path.join(params["record"], RECORD_NAME)))
     if params["numa_node_count"] is not None and not 1 <= params["numa_node_count"] <= MAX_NUMA_NODES:
         problems.append("numa_node_count %d is not a number of NUMA nodes (1 to %d)"
                         % (params["numa_node_count"], MAX_NUMA_NODES))
@@ -290,6 +428,22 @@ def main():
                             "numa.kube.topology_facts" % (index, number, MAX_CPUS - 1))
     if problems:
         module.fail_json(msg=" | ".join(problems), problems=problems)
+    return online
+
+
+def machine_of(params):
+    return dict(numa_node_memory=params["numa_node_memory"], memory_capacity=params["memory_capacity"],
+                distribution=params["eviction_distribution"], cpus=params["cpus"])
+
+
+def refused(module, exc):
+    module.fail_json(msg="kubelet would refuse this configuration: " + " | ".join(exc.problems),
+                     problems=exc.problems)
+
+
+def present(module, online, record_file, record):
+    params = module.params
+    path = params["path"]
     current = read(module, "path", path)
     mode = "dropin" if params["dropin"] else "merge"
     if current is None and mode == "merge" and not params["create"]:
@@ -299,28 +453,149 @@ def main():
     try:
         plan = plan_change(path, current, params["settings"], mode, params["format"],
                            numa_node_count=params["numa_node_count"], online_cpus=online, bases=bases,
-                           check=params["validate"],
-                           machine=dict(numa_node_memory=params["numa_node_memory"],
-                                        memory_capacity=params["memory_capacity"],
-                                        distribution=params["eviction_distribution"], cpus=params["cpus"]))
+                           check=params["validate"], machine=machine_of(params))
     except KubeletConfigError as exc:
-        module.fail_json(msg="kubelet would refuse this configuration: " + " | ".join(exc.problems),
-                         problems=exc.problems)
+        refused(module, exc)
+    flag_file = params["flag_file"]
+    flag_before = read(module, "flag_file", flag_file) if flag_file else None
+    flag_changes = bool(flag_file) and flag_before != params["flag_file_text"]
+    new_record = record
+    if record_file and (plan["changed"] or flag_changes):
+        flag = None
+        if flag_changes:
+            flag_mode = "%04o" % stat.S_IMODE(os.stat(flag_file).st_mode) if flag_before is not None else None
+            flag = (flag_file, flag_before, flag_mode)
+        new_record = record_present(record, path, mode, plan["before"] if mode == "merge" else {},
+                                    plan["config"] if mode == "merge" else {},
+                                    created=current is None, flag=flag)
+    record_text = read(module, "record", record_file) if record_file else None
+    record_changes = new_record is not record and applied_record.render(new_record) != record_text
     result = dict(
-        changed=plan["changed"],
-        differs=plan["changed"],
+        changed=plan["changed"] or flag_changes or record_changes,
+        differs=plan["changed"] or flag_changes or record_changes,
         config=plan["config"],
         format=plan["format"],
+        restart_required=plan["restart_required"] or flag_changes,
+        remove_cpu_manager_state=plan["remove_cpu_manager_state"],
+        remove_memory_manager_state=plan["remove_memory_manager_state"],
+        files=[p for p, changes in ((path, plan["changed"]), (flag_file, flag_changes),
+                                    (record_file, record_changes)) if changes],
+        notes=[], fallback=[], record=new_record,
+    )
+    if module._diff:
+        diffs = [file_update.diff(path, current, plan["text"])]
+        if flag_changes:
+            diffs.append(file_update.diff(flag_file, flag_before, params["flag_file_text"]))
+        result["diff"] = diffs if len(diffs) > 1 else diffs[0]
+    if not module.check_mode:
+        # the record first: it never lags behind what it lets 'absent' undo
+        if record_changes:
+            applied_record.write(record_file, new_record)
+        if flag_changes:
+            replace_file(module, flag_file, params["flag_file_text"], backup=params["backup"], result=result)
+    # a drop-in may be the first file of its folder (kubelet's --config-dir on a kubeadm node)
+    written = file_update.apply(module, path, current, plan["text"], plan["changed"], result,
+                                backup=params["backup"], make_dirs=params["dropin"])
+    result["changed"] = written or flag_changes or record_changes
+    if result["record"] is not None:
+        result["record"] = dict(result["record"], version=applied_record.VERSION)
+    module.exit_json(**result)
+
+
+def absent(module, online, record_file, record):
+    params = module.params
+    path = params["path"]
+    mode = "dropin" if params["dropin"] else "merge"
+    involved = [path] + list(params["base_path"] or []) + sorted((record or {}).get("files", {}))
+    if record and record.get("flag_file"):
+        involved.append(record["flag_file"]["path"])
+    texts = {}
+    for where in involved:
+        problem = path_problem("file", where)
+        if problem and where != path:
+            module.fail_json(msg="cannot take numa.kube's change back out of %s: %s" % (where, problem))
+        texts[where] = read(module, "file", where)
+    try:
+        plan = plan_withdraw(path, mode, texts, record, params["format"], params["base_path"] or [],
+                             check=params["validate"], numa_node_count=params["numa_node_count"],
+                             online_cpus=online, machine=machine_of(params))
+    except KubeletConfigError as exc:
+        refused(module, exc)
+    record_text = read(module, "record", record_file) if record_file else None
+    # a record there was goes, or is emptied where the node keeps NUMA values of its own (see
+    # EMPTY_RECORD); none is made where there was none
+    keep = record is not None and plan["keep_empty_record"]
+    record_changes = record is not None and (applied_record.render(EMPTY_RECORD) != record_text if keep else True)
+    writes = plan["writes"]
+    files = sorted(writes) + ([record_file] if record_changes else [])
+    result = dict(
+        changed=bool(files), differs=bool(files),
+        config=plan["config"],
         restart_required=plan["restart_required"],
         remove_cpu_manager_state=plan["remove_cpu_manager_state"],
         remove_memory_manager_state=plan["remove_memory_manager_state"],
+        files=files, notes=plan["notes"], fallback=plan["fallback"],
+        record=dict(EMPTY_RECORD, version=applied_record.VERSION) if keep else None,
     )
+    if record is None and record_file:
+        result["notes"] = ["no record at %s: %s" % (record_file, "the drop-in is numa.kube's by its name"
+                                                     if mode == "dropin" else "fallback for merged files")] + \
+            result["notes"]
     if module._diff:
-        result["diff"] = file_update.diff(path, current, plan["text"])
-    # a drop-in may be the first file of its folder (kubelet's --config-dir on a kubeadm node)
-    result["changed"] = file_update.apply(module, path, current, plan["text"], plan["changed"], result,
-                                          backup=params["backup"], make_dirs=params["dropin"])
+        diffs = [removal_diff(where, texts[where]) if text is None else file_update.diff(where, texts[where], text)
+                 for where, text in sorted(writes.items())]
+        if len(diffs) == 1:
+            result["diff"] = diffs[0]
+        elif diffs:
+            result["diff"] = diffs
+    if not module.check_mode:
+        flag_path = (record or {}).get("flag_file", {}) or {}
+        for where, text in sorted(writes.items()):
+            if text is None:
+                remove_file(module, where, backup=params["backup"], result=result)
+            else:
+                replace_file(module, where, text, mode=plan["flag_mode"] if where == flag_path.get("path") else None,
+                             backup=params["backup"], result=result)
+        # the record last: a run cut short before here still knows what to undo
+        if record_changes and keep:
+            applied_record.write(record_file, EMPTY_RECORD)
+        elif record_changes:
+            applied_record.remove(record_file)
     module.exit_json(**result)
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            path=dict(type="path", required=True),
+            state=dict(type="str", default="present", choices=["present", "absent"]),
+            settings=dict(type="dict"),
+            dropin=dict(type="bool", default=False),
+            format=dict(type="str", default="auto", choices=["auto", "yaml", "json"]),
+            base_path=dict(type="list", elements="path"),
+            validate=dict(type="bool", default=True),
+            create=dict(type="bool", default=False),
+            backup=dict(type="bool", default=False),
+            record=dict(type="path"),
+            flag_file=dict(type="path"),
+            flag_file_text=dict(type="str"),
+            numa_node_count=dict(type="int"),
+            online_cpus=dict(type="str"),
+            cpus=dict(type="list", elements="dict"),
+            numa_node_memory=dict(type="dict"),
+            memory_capacity=dict(type="raw"),
+            eviction_distribution=dict(type="str", default="kubeadm", choices=["kubeadm", "rke2", "k3s", "eks"]),
+        ),
+        required_together=[("flag_file", "flag_file_text")],
+        add_file_common_args=True,
+        supports_check_mode=True,
+    )
+    online = check_inputs(module)
+    record_file = RECORD if module.params["record"] is None else module.params["record"]
+    record = load_record(module, record_file)
+    if module.params["state"] == "absent":
+        absent(module, online, record_file, record)
+    present(module, online, record_file, record)
 
 
 if __name__ == "__main__":

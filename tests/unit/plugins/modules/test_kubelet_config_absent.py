@@ -1,0 +1,183 @@
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""kubelet_config on files: present keeps a record of what it changed, absent takes only that back
+out (check mode and diff first), a second absent changes nothing, a damaged record stops it."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import json
+import os
+import stat
+
+import yaml
+
+from ansible_collections.numa.kube.plugins.modules import kubelet_config
+from ansible_collections.numa.kube.tests.unit.plugins.modules.module_runner import run
+
+KUBEADM = """apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+# kubeadm's own comment
+cgroupDriver: systemd
+cpuManagerPolicy: none
+kubeReserved: {cpu: 500m, memory: 1Gi}
+"""
+NUMA = {"cpuManagerPolicy": "static", "topologyManagerPolicy": "single-numa-node", "topologyManagerScope": "pod"}
+FLAGS = "# set by the admin\nKUBELET_EXTRA_ARGS=\"--node-ip=10.0.0.5\"\n"
+
+
+def node(tmp_path, flags=FLAGS):
+    (tmp_path / "config.yaml").write_text(KUBEADM)
+    if flags is not None:
+        (tmp_path / "kubelet.env").write_text(flags)
+        os.chmod(str(tmp_path / "kubelet.env"), 0o644)
+    return {"config": str(tmp_path / "config.yaml"), "dropin": str(tmp_path / "conf.d" / "50-numa-kube.conf"),
+            "flags": str(tmp_path / "kubelet.env"), "record": str(tmp_path / "applied" / "kubelet.json")}
+
+
+def empty_record(paths):
+    with open(paths["record"]) as handle:
+        return json.load(handle) == {"version": 1, "files": {}}
+
+
+def merge_args(paths, **more):
+    return dict({"path": paths["config"], "record": paths["record"]}, **more)
+
+
+def dropin_args(paths, **more):
+    return dict({"path": paths["dropin"], "dropin": True, "base_path": [paths["config"]], "record": paths["record"]},
+                **more)
+
+
+def test_merge_present_then_absent_gives_the_file_its_values_back(tmp_path):
+    paths = node(tmp_path)
+    failed, result = run(kubelet_config, merge_args(paths, settings=NUMA))
+    assert not failed and result["changed"], result
+    assert result["files"] == [paths["config"], paths["record"]]
+    record = json.loads(open(paths["record"]).read())
+    assert record["files"][paths["config"]]["before"] == {"cpuManagerPolicy": "none"}
+    assert stat.S_IMODE(os.stat(paths["record"]).st_mode) == 0o600
+    # a later run with other values keeps the first originals
+    failed, result = run(kubelet_config, merge_args(paths, settings=dict(NUMA, cpuManagerPolicy="none")))
+    assert not failed
+    failed, result = run(kubelet_config, merge_args(paths, settings=NUMA))
+    assert json.loads(open(paths["record"]).read()) == record
+
+    written = open(paths["config"]).read()
+    failed, result = run(kubelet_config, merge_args(paths, state="absent"), check_mode=True, diff=True)
+    assert not failed and result["changed"] and result["restart_required"] and result["remove_cpu_manager_state"]
+    assert result["config"]["cpuManagerPolicy"] == "none" and "topologyManagerPolicy" not in result["config"]
+    assert result["files"] == [paths["config"], paths["record"]]
+    assert "topologyManagerPolicy" in result["diff"]["before"] and "topologyManagerPolicy" not in result["diff"]["after"]
+    assert open(paths["config"]).read() == written and os.path.exists(paths["record"]), "check mode wrote"
+
+    failed, result = run(kubelet_config, merge_args(paths, state="absent"))
+    assert not failed and result["changed"]
+    assert yaml.safe_load(open(paths["config"]).read()) == yaml.safe_load(KUBEADM)
+    assert not os.path.exists(paths["record"]), "the record goes with the change it recorded"
+    failed, result = run(kubelet_config, merge_args(paths, state="absent"), diff=True)
+    assert not failed and not result["changed"] and result["files"] == [] and result["fallback"] == []
+
+
+def test_the_nodes_own_numa_values_put_back_survive_a_second_absent(tmp_path):
+    paths = node(tmp_path)
+    with open(paths["config"], "a") as handle:
+        handle.write("topologyManagerPolicy: restricted\n")  # the node's own, before numa.kube
+    assert not run(kubelet_config, merge_args(paths, settings=NUMA))[0]
+    failed, result = run(kubelet_config, merge_args(paths, state="absent"))
+    assert not failed and result["config"]["topologyManagerPolicy"] == "restricted"
+    # a removed record would make the next run fall back and remove restricted: an empty one stays
+    assert empty_record(paths) and result["record"] == {"version": 1, "files": {}}
+    kept = open(paths["config"]).read()
+    failed, result = run(kubelet_config, merge_args(paths, state="absent"))
+    assert not failed and not result["changed"] and result["fallback"] == []
+    assert open(paths["config"]).read() == kept and empty_record(paths)
+    # numa.kube again, then out again: the empty record gains the new originals
+    assert not run(kubelet_config, merge_args(paths, settings=NUMA))[0]
+    assert not run(kubelet_config, merge_args(paths, state="absent"))[0]
+    assert yaml.safe_load(open(paths["config"]).read())["topologyManagerPolicy"] == "restricted"
+
+
+def test_dropin_with_flag_file_present_then_absent_restores_the_flag_bytes(tmp_path):
+    paths = node(tmp_path)
+    ours = FLAGS.replace('10.0.0.5"', '10.0.0.5 --config-dir=%s"' % os.path.dirname(paths["dropin"]))
+    args = dropin_args(paths, settings=NUMA, flag_file=paths["flags"], flag_file_text=ours)
+    failed, result = run(kubelet_config, args, check_mode=True, diff=True)
+    assert not failed and result["differs"] and result["restart_required"]
+    assert sorted(result["files"]) == sorted([paths["dropin"], paths["flags"], paths["record"]])
+    assert isinstance(result["diff"], list) and result["diff"][1]["after"] == ours
+    assert not os.path.exists(paths["record"]) and open(paths["flags"]).read() == FLAGS
+    failed, result = run(kubelet_config, args)
+    assert not failed and open(paths["flags"]).read() == ours and os.path.exists(paths["dropin"])
+    assert stat.S_IMODE(os.stat(paths["flags"]).st_mode) == 0o644, "an existing flag file keeps its mode"
+    failed, result = run(kubelet_config, args)
+    assert not failed and not result["changed"], result
+
+    failed, result = run(kubelet_config, dropin_args(paths, state="absent"))
+    assert not failed and result["changed"] and result["restart_required"]
+    assert not os.path.exists(paths["dropin"]) and not os.path.exists(paths["record"])
+    assert open(paths["flags"]).read() == FLAGS, "the flag file's own bytes come back"
+    assert open(paths["config"]).read() == KUBEADM, "the base file is not touched"
+    failed, result = run(kubelet_config, dropin_args(paths, state="absent"))
+    assert not failed and not result["changed"]
+
+
+def test_a_flag_file_numa_kube_created_is_removed(tmp_path):
+    paths = node(tmp_path, flags=None)
+    args = dropin_args(paths, settings=NUMA, flag_file=paths["flags"], flag_file_text='KUBELET_EXTRA_ARGS="--x"\n')
+    assert not run(kubelet_config, args)[0]
+    assert stat.S_IMODE(os.stat(paths["flags"]).st_mode) == 0o600
+    failed, result = run(kubelet_config, dropin_args(paths, state="absent"))
+    assert not failed and not os.path.exists(paths["flags"]) and not os.path.exists(paths["dropin"])
+
+
+def test_a_damaged_record_stops_both_states_before_anything_changes(tmp_path):
+    paths = node(tmp_path)
+    os.makedirs(os.path.dirname(paths["record"]))
+    with open(paths["record"], "w") as handle:
+        handle.write('{"version": 1, "files": {')
+    for args in (merge_args(paths, state="absent"), merge_args(paths, settings=NUMA)):
+        failed, result = run(kubelet_config, args)
+        assert failed and paths["record"] in result["msg"] and "not valid JSON" in result["msg"]
+        assert open(paths["config"]).read() == KUBEADM
+
+
+def test_no_record_kept_when_record_is_empty(tmp_path):
+    paths = node(tmp_path)
+    failed, result = run(kubelet_config, merge_args(paths, settings=NUMA, record=""))
+    assert not failed and result["files"] == [paths["config"]] and result["record"] is None
+    assert not os.path.exists(os.path.dirname(paths["record"]))
+    failed, result = run(kubelet_config, merge_args(paths, state="absent", record=""))
+    assert not failed and result["fallback"] == ["cpuManagerPolicy", "topologyManagerPolicy", "topologyManagerScope"]
+
+
+def test_absent_on_a_node_numa_kube_never_changed_creates_no_record(tmp_path):
+    paths = node(tmp_path)
+    for args in (merge_args(paths, state="absent"), dropin_args(paths, state="absent")):
+        failed, result = run(kubelet_config, args)
+        assert not failed and not result["changed"] and result["record"] is None, result
+        assert not os.path.exists(os.path.dirname(paths["record"]))
+    assert open(paths["config"]).read() == KUBEADM, "cpuManagerPolicy none is kubelet's default: left alone"
+
+
+def test_the_fallback_removes_what_a_release_without_records_set(tmp_path):
+    paths = node(tmp_path)
+    with open(paths["config"], "a") as handle:
+        handle.write("memoryManagerPolicy: Static\nreservedMemory:\n- {numaNode: 0, limits: {memory: 1124Mi}}\n")
+    failed, result = run(kubelet_config, merge_args(paths, state="absent"))
+    assert not failed and result["fallback"] == ["memoryManagerPolicy", "reservedMemory"]
+    assert result["remove_memory_manager_state"] and not result["remove_cpu_manager_state"]
+    assert yaml.safe_load(open(paths["config"]).read()) == yaml.safe_load(KUBEADM)
+    assert result["record"] is None and not os.path.exists(paths["record"])
+
+
+def test_present_without_settings_is_refused(tmp_path):
+    paths = node(tmp_path)
+    failed, result = run(kubelet_config, merge_args(paths))
+    assert failed and "settings is required with state=present" in result["msg"]
+
+
+def test_the_default_record_is_under_the_record_folder():
+    assert kubelet_config.RECORD != "/var/lib/numa-kube/applied/kubelet.json", "tests keep it in their own folder"
+    assert "/var/lib/numa-kube/applied/kubelet.json" in kubelet_config.DOCUMENTATION
