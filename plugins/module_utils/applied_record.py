@@ -178,8 +178,8 @@ def check_fields(record, path, fields):
             elif isinstance(value, kind):
                 allowed = True
         if not allowed:
-            problems.append("record %s field %r is %s, expected %s" % (path, name, json.dumps(value)[:80],
-                                                                        _type_names(types)))
+            problems.append("record %s field %r is %s, expected %s"
+                            % (path, name, json.dumps(value)[:80], _type_names(types)))
     if problems:
         problems.append(_FIX)
         raise RecordError(problems)

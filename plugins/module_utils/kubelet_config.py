@@ -591,6 +591,11 @@ RECORD_NAME = "kubelet.json"
 # they differ from kubelet's defaults. The reservations (kubeReserved, systemReserved,
 # reservedSystemCPUs, evictionHard) stay: they may be the node's own, and kubelet runs its default
 # policies with them.
+FALLBACK_FIELDS = ("cpuManagerPolicy", "cpuManagerPolicyOptions", "memoryManagerPolicy", "reservedMemory",
+                   "topologyManagerPolicy", "topologyManagerPolicyOptions", "topologyManagerScope")
+_ENVELOPE = ("apiVersion", "kind")
+_MISSING = object()
+
 # 'absent' removes the record once the part is out, except where a file kubelet reads still holds
 # such a field with a value of the node's own (one the record put back, or one numa.kube never
 # changed): there it leaves an empty record (no files), so that a second 'absent' knows numa.kube
@@ -601,10 +606,6 @@ EMPTY_RECORD = {"files": {}}
 def _own_numa_fields(document):
     """The FALLBACK_FIELDS of a configuration document that differ from kubelet's defaults."""
     return [f for f in FALLBACK_FIELDS if f in document and document[f] not in (None, "", {}, [], DEFAULTS.get(f))]
-FALLBACK_FIELDS = ("cpuManagerPolicy", "cpuManagerPolicyOptions", "memoryManagerPolicy", "reservedMemory",
-                   "topologyManagerPolicy", "topologyManagerPolicyOptions", "topologyManagerScope")
-_ENVELOPE = ("apiVersion", "kind")
-_MISSING = object()
 
 
 def check_record(record, where):
@@ -788,10 +789,11 @@ def plan_withdraw(path, mode, texts, record, fmt="auto", base_paths=(), check=Tr
         kept = []  # what a later fallback could take for numa.kube's: NUMA values left in the files kubelet reads
         for where in sorted(set([path] + list(base_paths) + [w for w, e in files.items() if e["kind"] == "merged"])):
             text = after_texts.get(where)
-            document = load_text(text, fmt if where == path and fmt != "auto" else detect_format(where, text)) \
-                if text else {}
-            kept.extend("%s in %s" % (field, where) for field in _own_numa_fields(document if isinstance(document, dict)
-                                                                                   else {}))
+            document = {}
+            if text:
+                document = load_text(text, fmt if where == path and fmt != "auto" else detect_format(where, text))
+            own = _own_numa_fields(document if isinstance(document, dict) else {})
+            kept.extend("%s in %s" % (field, where) for field in own)
     except Exception as exc:  # yaml's errors do not derive from ValueError
         raise KubeletConfigError("a kubelet configuration file could not be parsed: %s" % exc)
     if check:

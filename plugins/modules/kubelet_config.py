@@ -538,9 +538,8 @@ def absent(module, online, record_file, record):
         record=dict(EMPTY_RECORD, version=applied_record.VERSION) if keep else None,
     )
     if record is None and record_file:
-        result["notes"] = ["no record at %s: %s" % (record_file, "the drop-in is numa.kube's by its name"
-                                                     if mode == "dropin" else "fallback for merged files")] + \
-            result["notes"]
+        why = "the drop-in is numa.kube's by its name" if mode == "dropin" else "fallback for merged files"
+        result["notes"] = ["no record at %s: %s" % (record_file, why)] + result["notes"]
     if module._diff:
         diffs = [removal_diff(where, texts[where]) if text is None else file_update.diff(where, texts[where], text)
                  for where, text in sorted(writes.items())]

@@ -57,7 +57,7 @@ def check_mode(monkeypatch):
     real = subprocess.run
 
     def run(command, **kwargs):
-        return real(command[:-1] + ["--check", "--diff", command[-1]], **kwargs)
+        return real(command[:-1] + ["--check", "--diff", command[-1]], **kwargs)  # pylint: disable=subprocess-run-check
 
     def switch(on):
         monkeypatch.setattr(subprocess, "run", run if on else real)
