@@ -399,3 +399,156 @@ def plan_template(distribution, distribution_version, containerd_version, render
     else:
         new_text = _set_nri_keys(current.splitlines(), toml_values)
     return name, (None if new_text == current else new_text), effective
+
+
+# --- what numa.kube set, and taking it back out -----------------------------------------------------
+#
+# The record (containerd-nri.json) keeps the file numa.kube edited (config.toml, or the RKE2/k3s
+# template), whether numa.kube created that file and its NRI table, and for each NRI key it set
+# the value it wrote and the value before (None: the key was not there). Taking numa.kube back out
+# puts each key back only while it still has the value numa.kube wrote, removes the table when
+# numa.kube created it and nothing else is left in it, and the file when numa.kube created it and
+# nothing but what numa.kube put there is left.
+
+RECORD_DISTRIBUTIONS = ("containerd", "rke2", "k3s")
+# lines of a file numa.kube created that are its own scaffolding, not settings
+_SKELETON = (re.compile(r"^\s*version\s*=\s*\d+\s*$"), re.compile(r"^%s$" % re.escape(TEMPLATE_MARK)), _BASE_INCLUDE)
+
+
+def nri_table(text):
+    """{key: raw TOML value} of the NRI table of ``text``, or None when there is no such table."""
+    lines = (text or "").splitlines()
+    section = _section(lines)
+    if not section:
+        return None
+    values = {}
+    for line in lines[section[0] + 1:section[1]]:
+        for key in NRI_KEYS:
+            if _key_line(key).match(line):
+                values[key] = line.split("=", 1)[1].split("#", 1)[0].strip()
+    return values
+
+
+def merge_nri_record(record, distribution, path, before_text, after_text):
+    """The record after numa.kube changed ``path`` from ``before_text`` (None: no file) to
+    ``after_text``, merged with the ``record`` of earlier changes (None: there is none). A key set
+    back to the value it had before numa.kube first changed it is forgotten. Returns None when
+    nothing numa.kube set is left to take out."""
+    record = dict(record or {})
+    before = nri_table(before_text)
+    after = nri_table(after_text) or {}
+    keys = dict((key, dict(value)) for key, value in (record.get("keys") or {}).items())
+    for key in sorted(after):
+        old = (before or {}).get(key)
+        if old == after[key]:
+            continue
+        first = keys[key]["before"] if key in keys else old
+        if first == after[key]:
+            keys.pop(key, None)
+        else:
+            keys[key] = {"before": first, "after": after[key]}
+    merged = {
+        "distribution": record.get("distribution", distribution),
+        "path": record.get("path", path),
+        "created_file": bool(record.get("created_file", before_text is None)),
+        "created_table": bool(record.get("created_table", before is None)),
+        "keys": keys,
+    }
+    if not keys and not merged["created_file"] and not merged["created_table"]:
+        return None
+    return merged
+
+
+def check_nri_record(record, path):
+    """Problems with a containerd-nri.json read from ``path`` (version already checked)."""
+    fix = ("numa.kube cannot tell what it set, so it puts nothing back. Put the file back as numa.kube wrote it "
+           "(a copy, or the rollout record's), or remove it and set NRI by hand (containerd_nri_enabled)")
+    if not isinstance(record, dict):
+        return ["%s is damaged: it holds %s, not an object; %s" % (path, type(record).__name__, fix)]
+    problems = []
+    if record.get("distribution") not in RECORD_DISTRIBUTIONS:
+        problems.append("%s is damaged: distribution is %r, not one of %s"
+                        % (path, record.get("distribution"), ", ".join(RECORD_DISTRIBUTIONS)))
+    if not isinstance(record.get("path"), str) or not os.path.isabs(record.get("path")):
+        problems.append("%s is damaged: path is %r, not the absolute path of the file numa.kube edited"
+                        % (path, record.get("path")))
+    for flag in ("created_file", "created_table"):
+        if not isinstance(record.get(flag), bool):
+            problems.append("%s is damaged: %s is %r, not true or false" % (path, flag, record.get(flag)))
+    keys = record.get("keys")
+    if not isinstance(keys, dict):
+        problems.append("%s is damaged: keys is %r, not an object of NRI settings" % (path, keys))
+        keys = {}
+    for key, value in sorted(keys.items()):
+        if key not in NRI_KEYS:
+            problems.append("%s is damaged: keys names %r, not an NRI setting (%s)" % (path, key, ", ".join(NRI_KEYS)))
+        elif (not isinstance(value, dict) or not isinstance(value.get("after"), str)
+              or not (value.get("before") is None or isinstance(value.get("before"), str))
+              or "\n" in value["after"] or "\n" in (value.get("before") or "")):
+            problems.append("%s is damaged: keys.%s is %r, not {before: the TOML value before or null, after: "
+                            "the TOML value numa.kube wrote}" % (path, key, value))
+    if problems:
+        problems[-1] = problems[-1] + "; " + fix
+    return problems
+
+
+def plan_nri_withdraw(text, record):
+    """Return (new_text, notes): ``text`` (the file the record names, None when it is gone) with
+    what numa.kube set taken back out - new_text None means the file goes - and a note for each
+    setting left alone, with why."""
+    path = record["path"]
+    keys = record.get("keys") or {}
+    notes = []
+    if text is None:
+        if keys:
+            notes.append("%s is gone: nothing of numa.kube's NRI settings is left in it to put back" % path)
+        return None, notes
+    original = text.splitlines()
+    lines = list(original)
+    section = _section(lines)
+    for key in sorted(keys):
+        wrote, before = keys[key]["after"], keys[key]["before"]
+        found = None
+        if section:
+            pattern = _key_line(key)
+            for index in range(section[0] + 1, section[1]):
+                match = pattern.match(lines[index])
+                if match:
+                    found = index, match.group(1), lines[index].split("=", 1)[1].split("#", 1)[0].strip()
+        if found is None:
+            notes.append("%s in %s, which numa.kube set to %s, is no longer there: left as it is" % (key, path, wrote))
+            continue
+        index, indent, value = found
+        if value != wrote:
+            notes.append("%s in %s is %s, not the %s numa.kube set: left as it is (changed since)"
+                         % (key, path, value, wrote))
+            continue
+        lines[index] = None if before is None else "%s%s = %s" % (indent, key, before)
+    lines = [line for line in lines if line is not None]
+    section = _section(lines)
+    if record.get("created_table") and section:
+        start, end = section
+        if not [line for line in lines[start + 1:end] if line.strip()]:
+            # the table numa.kube appended, and the blank line it put before it
+            if start > 0 and not lines[start - 1].strip() and end == len(lines):
+                start -= 1
+            lines[start:end] = []
+    if record.get("created_file") and all(not line.strip() or any(p.match(line) for p in _SKELETON)
+                                          for line in lines):
+        return None, notes
+    if lines == original:
+        return text, notes
+    return "\n".join(lines) + "\n" if lines else "", notes
+
+
+def check_toml_text(text, what):
+    """Refuse a result that is not TOML (where Python has tomllib)."""
+    try:
+        import tomllib
+    except ImportError:
+        return
+    try:
+        tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ContainerdConfigError("%s would not be valid TOML after numa.kube's settings are taken out (%s); "
+                                    "nothing was written" % (what, exc))

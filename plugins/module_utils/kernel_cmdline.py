@@ -428,3 +428,141 @@ def parse_grubby_info(text):
         elif current is not None and key == "args":
             current["args"] = value.split()
     return [e for e in entries if e["kernel"]]
+
+
+# --- what numa.kube set, and taking it back out -----------------------------------------------------
+#
+# The record (kernel.json) keeps the parameters numa.kube ADDED - not on the command line before -
+# and those it REMOVED, in the form they had. A parameter the node had already is never "added", so
+# taking numa.kube back out never removes it. With grubby the kernels may differ: a parameter counts
+# as added when no kernel had it before, as removed when some kernel had it and none has it after.
+
+RECORD_METHODS = ("grub_default", "grubby")
+
+
+def _ordered(lists):
+    seen = []
+    for params in lists:
+        for param in params:
+            if param not in seen:
+                seen.append(param)
+    return seen
+
+
+def change_of(befores, afters):
+    """(added, removed) between the command lines before and after a change (one list per kernel)."""
+    before_any = _ordered(befores)
+    after_any = _ordered(afters)
+    added = [p for p in after_any if p not in before_any]
+    removed = [p for p in before_any if p not in after_any]
+    return added, removed
+
+
+def merge_record(record, added, removed):
+    """The record's (added, removed) after one more change: a parameter numa.kube removes that it
+    had added is forgotten (the node never had it), one it puts back that it had removed too."""
+    record = record or {}
+    was_added = list(record.get("added") or [])
+    was_removed = list(record.get("removed") or [])
+    for param in removed:
+        if param in was_added:
+            was_added.remove(param)
+        elif param not in was_removed:
+            was_removed.append(param)
+    for param in added:
+        if param in was_removed:
+            was_removed.remove(param)
+        elif param not in was_added:
+            was_added.append(param)
+    return was_added, was_removed
+
+
+def where_of(method, grub_default_path=None, variable=None):
+    """Where a record's parameters live: grubby's kernels, or a variable in a grub defaults file."""
+    if method == "grubby":
+        return {"method": "grubby", "path": None, "variable": None}
+    return {"method": "grub_default", "path": grub_default_path, "variable": variable}
+
+
+def describe_where(where):
+    if where.get("method") == "grubby":
+        return "the kernels' arguments through grubby"
+    return "%s in %s" % (where.get("variable"), where.get("path"))
+
+
+def check_record(record, path):
+    """Problems with a kernel.json read from ``path`` (version already checked): what is wrong, and
+    what to do."""
+    fix = ("numa.kube cannot tell what it set, so it takes nothing out. Put the file back as numa.kube wrote it "
+           "(a copy, or the rollout record's), or remove it and take the parameters out by hand "
+           "(kernel_args_absent)")
+    if not isinstance(record, dict):
+        return ["%s is damaged: it holds %s, not an object; %s" % (path, type(record).__name__, fix)]
+    problems = []
+    if record.get("method") not in RECORD_METHODS:
+        problems.append("%s is damaged: method is %r, not one of %s"
+                        % (path, record.get("method"), ", ".join(RECORD_METHODS)))
+    elif record["method"] == "grub_default":
+        if not isinstance(record.get("path"), str) or not isinstance(record.get("variable"), str):
+            problems.append("%s is damaged: a grub_default record names the grub defaults file (path) and its "
+                            "variable (variable) as strings" % path)
+    for key in ("added", "removed"):
+        value = record.get(key)
+        if not isinstance(value, list):
+            problems.append("%s is damaged: %s is %r, not a list of parameters" % (path, key, value))
+            continue
+        problems.extend("%s is damaged: %s" % (path, problem) for problem in check_params(value, key))
+    if problems:
+        problems[-1] = problems[-1] + "; " + fix
+    return problems
+
+
+def check_record_where(record, where, path):
+    """A problem when the record was written for another place than this run changes."""
+    recorded = dict((key, record.get(key)) for key in ("method", "path", "variable"))
+    if recorded == where:
+        return []
+    return ["%s records parameters numa.kube set in %s, but this run works on %s; run with the same "
+            "kernel_args_method and kernel_args_grub_default_path as the change was made with"
+            % (path, describe_where(recorded), describe_where(where))]
+
+
+def plan_withdraw(currents, added, removed):
+    """What taking numa.kube back out does to the command lines ``currents`` (one list per kernel).
+
+    Returns (remove, restore, notes): the parameters to take out (exactly as numa.kube set them), those
+    to put back (as they were) and a note for each parameter left alone, with why. A parameter is left
+    alone when the command line no longer has it as numa.kube set it (changed since), when its name
+    occurs more than once there (which occurrence is meant cannot be told), and a removed one is not
+    put back where the command line has that name again in another form."""
+    remove, restore, notes = [], [], []
+    for param in added:
+        name = name_of(param)
+        forms = _ordered([[p for p in current if name_of(p) == name] for current in currents])
+        counts = [len([p for p in current if name_of(p) == name]) for current in currents]
+        if not forms:
+            notes.append("%s, which numa.kube added, is no longer there: nothing to take out" % param)
+        elif forms != [param]:
+            notes.append("%s, which numa.kube added, is now %s: left as it is (changed since numa.kube set it)"
+                         % (param, " ".join(forms)))
+        elif max(counts) > 1:
+            notes.append("%s, which numa.kube added, occurs more than once now: left as it is, since which one "
+                         "numa.kube set cannot be told" % param)
+        else:
+            remove.append(param)
+    remaining = [[p for p in current if p not in remove] for current in currents]
+    for param in removed:
+        name = name_of(param)
+        forms = _ordered([[p for p in current if name_of(p) == name] for current in remaining])
+        if forms == [param]:
+            continue  # back already
+        if forms:
+            notes.append("%s, which numa.kube removed, is not put back: the command line has %s now (set since)"
+                         % (param, " ".join(forms)))
+        elif [p for p in removed if name_of(p) == name and p != param]:
+            notes.append("%s, which numa.kube removed, is not put back: numa.kube removed %s more than once "
+                         "(%s) and which one comes back cannot be told; put them back by hand"
+                         % (param, name, " ".join(p for p in removed if name_of(p) == name)))
+        else:
+            restore.append(param)
+    return remove, restore, notes

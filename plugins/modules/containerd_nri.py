@@ -29,9 +29,35 @@ description:
     C(config.toml.tmpl) that a new C(config-v3.toml.tmpl) would displace are refused with the fix.
   - Does not restart containerd; C(restart_required) tells the caller to, and C(service) names the
     unit to restart.
+  - Keeps in O(record) what numa.kube changed - the file it edited, whether it created that file and
+    its NRI table, and for each NRI setting the value it wrote and the one before - merged with the
+    record of earlier runs, and written with the file, only when the file changes.
+  - O(state=absent) puts back what the record says numa.kube changed - each setting still at the
+    value numa.kube wrote gets its previous value again (or goes, where it was not set), the NRI
+    table goes where numa.kube created it and nothing else is left in it, the file (the RKE2/k3s
+    template numa.kube wrote, or a config.toml it created) goes where nothing else is left in it -
+    then removes the record. A setting changed since is left as it is, with a warning. Without a
+    record there is nothing to put back - nothing is read or written, and RV(record_found) is false.
+  - A damaged record is refused before anything is written, naming the file, what is wrong and what
+    to do.
 author:
   - numa.kube contributors (@numa-kube)
 options:
+  state:
+    description:
+      - C(present) sets NRI as O(enabled) and O(settings) say. C(absent) puts back what numa.kube
+        changed, as O(record) says, in the file the record names (O(path), O(distribution) and
+        O(enabled) are not used then).
+    type: str
+    choices: [present, absent]
+    default: present
+  record:
+    description:
+      - The JSON file that keeps what numa.kube changed (C(version) 1, C(distribution), C(path),
+        C(created_file), C(created_table), C(keys)). Its folder is created with mode 0700 when
+        missing.
+    type: path
+    default: /var/lib/numa-kube/applied/containerd-nri.json
   path:
     description: containerd's configuration file (with O(distribution=containerd)).
     type: path
@@ -112,6 +138,11 @@ EXAMPLES = r"""
     distribution: rke2
   register: nri   # nri.path is the template written, nri.service the unit to restart
 
+- name: Put NRI back as it was before numa.kube changed it
+  numa.kube.containerd_nri:
+    state: absent
+  register: nri   # nri.restart_required, nri.service, nri.nri_enabled
+
 - name: Disable NRI on a host whose containerd version is known
   numa.kube.containerd_nri:
     enabled: false
@@ -164,6 +195,35 @@ restart_required:
   returned: success
   type: bool
   sample: true
+nri_enabled:
+  description: Whether NRI is on once containerd runs with the file as this run leaves it.
+  returned: success
+  type: bool
+  sample: true
+record:
+  description: The record file (O(record)).
+  returned: success
+  type: str
+  sample: /var/lib/numa-kube/applied/containerd-nri.json
+record_found:
+  description: Whether the record existed when the module started.
+  returned: success
+  type: bool
+  sample: true
+removed_file:
+  description: With O(state=absent), whether the file numa.kube had created goes (or would go, in check mode).
+  returned: success
+  type: bool
+  sample: false
+left:
+  description: With O(state=absent), each setting left as it is, with why (also given as warnings).
+  returned: success
+  type: list
+  elements: str
+msg:
+  description: What was done, in a sentence.
+  returned: success
+  type: str
 backup_file:
   description: The copy made of the previous file.
   returned: changed and backup is true and the file existed
@@ -179,24 +239,36 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.numa.kube.plugins.module_utils import file_update
+from ansible_collections.numa.kube.plugins.module_utils import applied_record, file_update
 from ansible_collections.numa.kube.plugins.module_utils.containerd_config import (
+    NRI_DEFAULTS,
     TEMPLATE_V2,
     TEMPLATE_V3,
     ContainerdConfigError,
+    check_nri_record,
     check_socket_path,
     check_toml,
+    check_toml_text,
     config_version,
     in_force_socket_path,
+    merge_nri_record,
+    nri_disabled,
     parse_containerd_version,
     parse_distribution_version,
     plan_nri,
+    plan_nri_withdraw,
     plan_template,
 )
 from ansible_collections.numa.kube.plugins.module_utils.kubelet_node import detect_distribution
 
 # the units that run each distribution's containerd, server flavour first
 SERVICES = {"rke2": ["rke2-server", "rke2-agent"], "k3s": ["k3s", "k3s-agent"]}
+RECORD = "/var/lib/numa-kube/applied/containerd-nri.json"
+
+
+def fail(module, problems):
+    problems = [problems] if isinstance(problems, str) else list(problems)
+    module.fail_json(msg=" | ".join(problems), problems=problems)
 
 
 def run_version(module, candidates):
@@ -231,34 +303,51 @@ def running_service(module, distribution):
     return SERVICES[distribution][-1]
 
 
-def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            path=dict(type="path", default="/etc/containerd/config.toml"),
-            distribution=dict(type="str", default="auto", choices=["auto", "containerd", "rke2", "k3s"]),
-            data_dir=dict(type="path"),
-            distribution_version=dict(type="str"),
-            enabled=dict(type="bool", default=True),
-            settings=dict(type="dict", default={}),
-            containerd_version=dict(type="str"),
-            backup=dict(type="bool", default=False),
-        ),
-        add_file_common_args=True,
-        supports_check_mode=True,
-    )
-    params = module.params
-    distribution = detect(module)
-    data_dir = params["data_dir"] or "/var/lib/rancher/%s" % distribution
-    folder = os.path.join(data_dir, "agent", "etc", "containerd")
-    version_text = params["containerd_version"]
+def containerd_version(module, distribution, data_dir):
+    version_text = module.params["containerd_version"]
     if not version_text:
         candidates = ["containerd"]
         if distribution != "containerd":
             candidates = [os.path.join(data_dir, "bin", "containerd"),
                           os.path.join(data_dir, "data", "current", "bin", "containerd")]
         version_text = run_version(module, candidates)
+    return parse_containerd_version(version_text)
+
+
+def load_record(module):
+    """The record, checked, or None when there is none; refused when damaged."""
+    path = module.params["record"]
     try:
-        version = parse_containerd_version(version_text)
+        record = applied_record.load(path)
+    except applied_record.RecordError as exc:
+        fail(module, exc.problems)
+    if record is not None:
+        problems = check_nri_record(record, path)
+        if problems:
+            fail(module, problems)
+    return record
+
+
+def save_record(module, record):
+    """Write ``record`` (None: remove the file); nothing in check mode. Returns whether it changes."""
+    path = module.params["record"]
+    if module.check_mode:
+        if record is None:
+            return os.path.lexists(path)
+        return file_update.read_text(path) != applied_record.render(record)
+    if record is None:
+        return applied_record.remove(path)
+    return applied_record.write(path, record)
+
+
+def present(module):
+    params = module.params
+    record = load_record(module)
+    distribution = detect(module)
+    data_dir = params["data_dir"] or "/var/lib/rancher/%s" % distribution
+    folder = os.path.join(data_dir, "agent", "etc", "containerd")
+    try:
+        version = containerd_version(module, distribution, data_dir)
         if distribution == "containerd":
             path = rendered_path = params["path"]
             current = file_update.read_text(path)
@@ -288,8 +377,13 @@ def main():
                                          in_force=in_force)
             if problems:
                 raise ContainerdConfigError(problems)
+        if changed and record is not None and record["path"] != path:
+            raise ContainerdConfigError(
+                "%s records NRI settings numa.kube wrote into %s, but this run would write %s; take the first "
+                "change back out (numa_kube_state: absent, containerd_nri_config_path as it was) before numa.kube "
+                "changes another file" % (params["record"], record["path"], path))
     except ContainerdConfigError as exc:
-        module.fail_json(msg=" | ".join(exc.problems), problems=exc.problems)
+        fail(module, exc.problems)
     result = dict(
         changed=changed,
         path=path,
@@ -299,14 +393,99 @@ def main():
         containerd_version=".".join(str(p) for p in version),
         config_version=file_version,
         nri=effective,
+        nri_enabled=not effective["disable"],
         socket_path=effective["socket_path"],
         restart_required=changed,
+        record=params["record"],
+        record_found=record is not None,
+        msg="%s %s" % (path, "changed" if changed else "has NRI as wanted already"),
     )
     if module._diff:
         result["diff"] = file_update.diff(path, current, new_text)
     result["changed"] = file_update.apply(module, path, current, new_text, changed, result,
                                           backup=params["backup"], make_dirs=True)
-    module.exit_json(**result)
+    if changed:
+        save_record(module, merge_nri_record(record, distribution, path, current, new_text))
+    return result
+
+
+def absent(module):
+    params = module.params
+    record = load_record(module)
+    if record is None:
+        return dict(changed=False, record=params["record"], record_found=False, restart_required=False,
+                    removed_file=False, left=[],
+                    msg="%s does not exist: numa.kube has changed nothing in containerd's NRI settings on this node "
+                        "(or an older release changed them without a record); nothing was changed" % params["record"])
+    distribution, path = record["distribution"], record["path"]
+    folder = os.path.dirname(path)
+    rendered_path = path if distribution == "containerd" else os.path.join(folder, "config.toml")
+    data_dir = params["data_dir"] or "/var/lib/rancher/%s" % distribution
+    current = file_update.read_text(path)
+    try:
+        version = containerd_version(module, distribution, data_dir)
+        new_text, left = plan_nri_withdraw(current, record)
+        if new_text is not None and new_text != current and distribution == "containerd":
+            check_toml_text(new_text, path)
+    except ContainerdConfigError as exc:
+        fail(module, exc.problems)
+    removes = current is not None and new_text is None
+    changed = removes or (new_text is not None and new_text != current)
+    result = dict(
+        path=path,
+        distribution=distribution,
+        rendered_path=rendered_path,
+        service=running_service(module, distribution),
+        containerd_version=".".join(str(p) for p in version),
+        config_version=config_version(file_update.read_text(rendered_path)),
+        nri_enabled=not nri_disabled(new_text or "", version),
+        socket_path=in_force_socket_path(new_text or "", version) or NRI_DEFAULTS["socket_path"],
+        restart_required=changed,
+        record=params["record"],
+        record_found=True,
+        removed_file=removes,
+        left=left,
+    )
+    if module._diff:
+        result["diff"] = dict(file_update.diff(path, current, new_text or ""),
+                              after_header="/dev/null" if new_text is None else path)
+    for note in left:
+        module.warn(note)
+    if removes:
+        if not module.check_mode:
+            if params["backup"]:
+                result["backup_file"] = module.backup_local(path)
+            os.unlink(path)
+    elif changed:
+        changed = file_update.apply(module, path, current, new_text, changed, result, backup=params["backup"])
+    result["msg"] = ("%s %s; NRI %s once %s restarts%s" % (
+        path, "goes (numa.kube created it)" if removes else "gets its previous NRI settings back" if changed
+        else "needs nothing put back", "on" if result["nri_enabled"] else "off", result["service"],
+        "; left as they are: %s" % "; ".join(left) if left else ""))
+    result["changed"] = save_record(module, None) or changed
+    return result
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            state=dict(type="str", default="present", choices=["present", "absent"]),
+            record=dict(type="path", default=RECORD),
+            path=dict(type="path", default="/etc/containerd/config.toml"),
+            distribution=dict(type="str", default="auto", choices=["auto", "containerd", "rke2", "k3s"]),
+            data_dir=dict(type="path"),
+            distribution_version=dict(type="str"),
+            enabled=dict(type="bool", default=True),
+            settings=dict(type="dict", default={}),
+            containerd_version=dict(type="str"),
+            backup=dict(type="bool", default=False),
+        ),
+        add_file_common_args=True,
+        supports_check_mode=True,
+    )
+    if module.params["state"] == "absent":
+        module.exit_json(**absent(module))
+    module.exit_json(**present(module))
 
 
 if __name__ == "__main__":

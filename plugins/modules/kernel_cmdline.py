@@ -40,9 +40,27 @@ description:
   - Returns in RV(files) every file the change writes (in check mode too), so that a caller can
     record them before the change and put them back after a failure; grub.cfg, which the caller
     regenerates, is not among them for O(method=grub_default).
+  - Keeps in O(record) what numa.kube changed - the parameters it added (not on the command line
+    before) and those it removed (in the form they had) - merged with the record of earlier runs. A
+    parameter the node had already is never recorded as added; one numa.kube adds and later removes
+    again is forgotten. The record is written with the boot configuration, only when that changes.
+  - O(state=absent) takes numa.kube back out as the record says - removes each parameter it added,
+    only while it still has the form numa.kube set, and puts back each one it removed, unless the
+    command line has that name again - then removes the record. Whatever has changed since is left
+    as it is, with a warning. Without a record there is nothing to take out; nothing is read or
+    written then, and RV(record_found) is false.
+  - A damaged record (not JSON, another version, fields of the wrong kind) is refused before
+    anything is written, naming the file, what is wrong and what to do.
 author:
   - numa.kube contributors (@numa-kube)
 options:
+  state:
+    description:
+      - C(present) ensures O(present) and O(absent). C(absent) takes out what numa.kube set, as
+        O(record) says, and takes neither list.
+    type: str
+    choices: [present, absent]
+    default: present
   present:
     description: Parameters that must be on the command line (C(name) or C(name=value)).
     type: list
@@ -54,6 +72,13 @@ options:
     type: list
     elements: str
     default: []
+  record:
+    description:
+      - The JSON file that keeps what numa.kube added and removed (C(version) 1, C(method), C(path)
+        and C(variable) of the grub defaults, C(added), C(removed)). Its folder is created with mode
+        0700 when missing.
+    type: path
+    default: /var/lib/numa-kube/applied/kernel.json
   allow:
     description:
       - Names of parameters that can take a node away (see the description) which this change may set
@@ -123,6 +148,11 @@ EXAMPLES = r"""
     present: [maxcpus=16]
     allow: [maxcpus]
 
+- name: Take out what numa.kube set, and put back what it removed
+  numa.kube.kernel_cmdline:
+    state: absent
+  register: withdrawn   # withdrawn.removed, withdrawn.restored, withdrawn.left
+
 - name: List the files a change would write, to record them first
   numa.kube.kernel_cmdline:
     present: [numa_balancing=disable]
@@ -181,6 +211,45 @@ reboot_required:
   returned: success
   type: bool
   sample: true
+record:
+  description: The record file (O(record)).
+  returned: success
+  type: str
+  sample: /var/lib/numa-kube/applied/kernel.json
+record_found:
+  description: Whether the record existed when the module started.
+  returned: success
+  type: bool
+  sample: true
+added:
+  description: The parameters numa.kube has added, as the record keeps them after this run (empty with O(state=absent)).
+  returned: success
+  type: list
+  elements: str
+  sample: [mem_sampling_on, numa_icon=enable]
+removed:
+  description:
+    - With O(state=present), the parameters numa.kube has removed, in their previous form, as the record
+      keeps them after this run. With O(state=absent), the parameters this run takes out.
+  returned: success
+  type: list
+  elements: str
+  sample: [numa_icon=enable]
+restored:
+  description: With O(state=absent), the parameters this run puts back.
+  returned: success
+  type: list
+  elements: str
+  sample: [numa_balancing=enable]
+left:
+  description: With O(state=absent), each parameter left as it is, with why (also given as warnings).
+  returned: success
+  type: list
+  elements: str
+msg:
+  description: What was done, in a sentence.
+  returned: success
+  type: str
 problems:
   description: On failure, every problem found (each names the value, the rule and the fix).
   returned: failure
@@ -192,24 +261,38 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.numa.kube.plugins.module_utils import file_update
+from ansible_collections.numa.kube.plugins.module_utils import applied_record, file_update
 from ansible_collections.numa.kube.plugins.module_utils.kernel_cmdline import (
     KernelCmdlineError,
     apply_params,
+    change_of,
     check_allow,
     check_dangerous,
     check_grub_default_path,
     check_params,
+    check_record,
+    check_record_where,
     check_repeated_wanted,
     check_variable,
     grubby_files,
+    merge_record,
     parse_grubby_info,
     plan_grub_default,
+    plan_withdraw,
+    read_grub_variable,
     satisfied,
+    where_of,
 )
 
+RECORD = "/var/lib/numa-kube/applied/kernel.json"
 
-def _grubby(module, present, absent, result):
+
+def fail(module, problems):
+    problems = [problems] if isinstance(problems, str) else list(problems)
+    module.fail_json(msg=" | ".join(problems), problems=problems)
+
+
+def _grubby_kernels(module):
     grubby = module.get_bin_path("grubby", required=True)
     rc, out, err = module.run_command([grubby, "--info=ALL"])
     if rc != 0:
@@ -217,12 +300,20 @@ def _grubby(module, present, absent, result):
     kernels = parse_grubby_info(out)
     if not kernels:
         module.fail_json(msg="grubby lists no kernels; is this host booted through a grubby-managed loader?")
+    return grubby, kernels
+
+
+def _grubby(module, present, absent, result, kernels=None):
+    """Ensure ``present`` and ``absent`` on every kernel grubby knows; returns (changed, before, after)
+    with the arguments of each kernel."""
+    grubby, found = _grubby_kernels(module)
+    kernels = kernels or found
     try:
         after = [dict(kernel=k["kernel"], args=apply_params(k["args"], present, absent,
                                                             where="the arguments grubby keeps for %s" % k["kernel"]))
                  for k in kernels]
     except KernelCmdlineError as exc:
-        module.fail_json(msg=" | ".join(exc.problems), problems=exc.problems)
+        fail(module, exc.problems)
     changed = any(a["args"] != k["args"] for a, k in zip(after, kernels))
     if module._diff:
         result["diff"] = dict(before="".join("%s: %s\n" % (k["kernel"], " ".join(k["args"])) for k in kernels),
@@ -238,12 +329,130 @@ def _grubby(module, present, absent, result):
             module.fail_json(msg="%s failed: %s" % (" ".join(command), err or out))
     result.update(kernels=after, params=after[0]["args"], grub_update_required=False, files=grubby_files(),
                   differs=changed)
+    return changed, [k["args"] for k in kernels], [a["args"] for a in after]
+
+
+def _grub_default(module, present, absent, result):
+    """Ensure ``present`` and ``absent`` in the grub defaults; returns (changed, before, after)."""
+    params = module.params
+    path = params["grub_default_path"]
+    current = _grub_text(module)
+    try:
+        new_text, old_params, new_params = plan_grub_default(current, params["variable"], present, absent,
+                                                             where="%s in %s" % (params["variable"], path))
+    except KernelCmdlineError as exc:
+        fail(module, exc.problems)
+    changed = new_text != current
+    if module._diff:
+        result["diff"] = file_update.diff(path, current, new_text)
+    changed = file_update.apply(module, path, current, new_text, changed, result, backup=params["backup"])
+    result.update(params=new_params, grub_update_required=new_text != current, files=[path],
+                  differs=new_text != current)
+    return changed, [old_params], [new_params]
+
+
+def _grub_text(module):
+    path = module.params["grub_default_path"]
+    current = file_update.read_text(path)
+    if current is None:
+        module.fail_json(msg="%s does not exist; is grub installed? Set method or grub_default_path" % path)
+    return current
+
+
+def _load_record(module, where):
+    """The record, checked, or None when there is none; refused when damaged or made elsewhere."""
+    path = module.params["record"]
+    try:
+        record = applied_record.load(path)
+    except applied_record.RecordError as exc:
+        fail(module, exc.problems)
+    if record is None:
+        return None
+    problems = check_record(record, path)
+    if not problems and where is not None:
+        problems = check_record_where(record, where, path)
+    if problems:
+        fail(module, problems)
+    return record
+
+
+def _save_record(module, record):
+    """Write ``record`` (None: remove the file); nothing in check mode. Returns whether it changes."""
+    path = module.params["record"]
+    if module.check_mode:
+        if record is None:
+            return os.path.lexists(path)
+        return file_update.read_text(path) != applied_record.render(record)
+    if record is None:
+        return applied_record.remove(path)
+    return applied_record.write(path, record)
+
+
+def present(module, method, where, result):
+    params = module.params
+    record = _load_record(module, where)
+    present_params, absent_params = params["present"], params["absent"]
+    if method == "grubby":
+        changed, before, after = _grubby(module, present_params, absent_params, result)
+    else:
+        changed, before, after = _grub_default(module, present_params, absent_params, result)
+    added, removed = list((record or {}).get("added", [])), list((record or {}).get("removed", []))
+    if result["differs"]:
+        added, removed = merge_record(record, *change_of(before, after))
+        kept = dict(where, added=added, removed=removed) if added or removed else None
+        _save_record(module, kept)
+    result.update(record_found=record is not None, added=added, removed=removed,
+                  msg="the boot configuration %s" % ("changed" if result["differs"] else "is as wanted already"))
+    running = (file_update.read_text(params["proc_cmdline_path"]) or "").split()
+    result["active"] = satisfied(running, present_params, absent_params)
+    return changed
+
+
+def absent(module, method, where, result):
+    params = module.params
+    record = _load_record(module, None)
+    result.update(record_found=record is not None, added=[], removed=[], restored=[], left=[], differs=False,
+                  grub_update_required=False, active=True, files=[], params=[])
+    if record is None:
+        result["msg"] = ("%s does not exist: numa.kube has no kernel parameters of its own on this node to take out "
+                         "(none were set, or an older release set them without a record); nothing was changed"
+                         % params["record"])
+        return False
+    problems = check_record_where(record, where, params["record"])
+    if problems:
+        fail(module, problems)
+    if method == "grubby":
+        kernels = _grubby_kernels(module)[1]
+        currents = [k["args"] for k in kernels]
+    else:
+        kernels = None
+        try:
+            currents = [read_grub_variable(_grub_text(module), params["variable"])[1]]
+        except KernelCmdlineError as exc:
+            fail(module, exc.problems)
+    remove, restore, left = plan_withdraw(currents, record["added"], record["removed"])
+    problems = check_dangerous(restore, remove, params["allow"])
+    if problems:
+        fail(module, problems)
+    if method == "grubby":
+        changed = _grubby(module, restore, remove, result, kernels)[0]
+    else:
+        changed = _grub_default(module, restore, remove, result)[0]
+    for note in left:
+        module.warn(note)
+    changed = _save_record(module, None) or changed
+    result.update(removed=remove, restored=restore, left=left,
+                  msg="took out %s, put back %s%s" % (" ".join(remove) or "nothing", " ".join(restore) or "nothing",
+                                                      "; left as they are: %s" % "; ".join(left) if left else ""))
+    running = (file_update.read_text(params["proc_cmdline_path"]) or "").split()
+    result["active"] = satisfied(running, restore, remove)
     return changed
 
 
 def main():
     module = AnsibleModule(
         argument_spec=dict(
+            state=dict(type="str", default="present", choices=["present", "absent"]),
             present=dict(type="list", elements="str", default=[]),
             absent=dict(type="list", elements="str", default=[]),
             allow=dict(type="list", elements="str", default=[]),
@@ -252,17 +461,22 @@ def main():
             variable=dict(type="str", default="GRUB_CMDLINE_LINUX"),
             proc_cmdline_path=dict(type="path", default="/proc/cmdline"),
             backup=dict(type="bool", default=False),
+            record=dict(type="path", default=RECORD),
         ),
         add_file_common_args=True,
         supports_check_mode=True,
     )
     params = module.params
-    present, absent = params["present"], params["absent"]
-    problems = check_params(present, "present") + check_params(absent, "absent") + check_allow(params["allow"])
-    clash = sorted(set(present) & set(absent))
+    present_params, absent_params = params["present"], params["absent"]
+    problems = check_params(present_params, "present") + check_params(absent_params, "absent")
+    problems += check_allow(params["allow"])
+    if params["state"] == "absent" and (present_params or absent_params):
+        problems.append("present and absent are for state=present; state=absent takes out what %s says numa.kube "
+                        "set: leave both lists out" % params["record"])
+    clash = sorted(set(present_params) & set(absent_params))
     if clash:
         problems.append("%s cannot be both present and absent" % ", ".join(clash))
-    problems += check_dangerous(present, absent, params["allow"]) + check_repeated_wanted(present)
+    problems += check_dangerous(present_params, absent_params, params["allow"]) + check_repeated_wanted(present_params)
     method = params["method"]
     if method == "auto":
         method = "grubby" if module.get_bin_path("grubby") else "grub_default"
@@ -271,28 +485,13 @@ def main():
     problems += check_grub_default_path(params["grub_default_path"],
                                         lstat=os.lstat if method == "grub_default" else None)
     if problems:
-        module.fail_json(msg=" | ".join(problems), problems=problems)
-    result = dict(method=method)
-    if method == "grubby":
-        changed = _grubby(module, present, absent, result)
+        fail(module, problems)
+    result = dict(method=method, record=params["record"])
+    where = where_of(method, params["grub_default_path"], params["variable"])
+    if params["state"] == "present":
+        changed = present(module, method, where, result)
     else:
-        path = params["grub_default_path"]
-        current = file_update.read_text(path)
-        if current is None:
-            module.fail_json(msg="%s does not exist; is grub installed? Set method or grub_default_path" % path)
-        try:
-            new_text, dummy, new_params = plan_grub_default(current, params["variable"], present, absent,
-                                                            where="%s in %s" % (params["variable"], path))
-        except KernelCmdlineError as exc:
-            module.fail_json(msg=" | ".join(exc.problems), problems=exc.problems)
-        changed = new_text != current
-        if module._diff:
-            result["diff"] = file_update.diff(path, current, new_text)
-        changed = file_update.apply(module, path, current, new_text, changed, result, backup=params["backup"])
-        result.update(params=new_params, grub_update_required=new_text != current, files=[path],
-                      differs=new_text != current)
-    running = (file_update.read_text(params["proc_cmdline_path"]) or "").split()
-    result["active"] = satisfied(running, present, absent)
+        changed = absent(module, method, where, result)
     result["reboot_required"] = not result["active"]
     module.exit_json(changed=changed, **result)
 
