@@ -127,3 +127,20 @@ def test_taking_it_out_again_changes_nothing(host):
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
     assert re.search(r"%s\s*:.*changed=0" % UNEVEN, done.stdout), done.stdout[-2000:]
     assert AUDIT.node_requests(since=mark, labels=True) == [], "a run with nothing to do asked the API for a change"
+
+
+def test_label_nodes_labels_a_node_from_the_controller_alone(api):
+    """playbooks/label_nodes.yml (for nodes numa.kube does not reach over SSH, such as EKS nodes
+    started from its user data) labels numa-uneven from its kubelet's /configz, now the defaults;
+    a second run changes nothing."""
+    args = [os.path.join(ROOT, "playbooks", "label_nodes.yml"),
+            "-e", "label_nodes_selector=kubernetes.io/hostname=" + UNEVEN,
+            "-e", "label_nodes_kubeconfig=" + os.path.join(CONTROL_PLANE, "admin.kubeconfig")]
+    done = run_playbook(args)
+    assert done.returncode == 0, done.stdout[-3000:]
+    assert numa_kube_labels(api) == {"numa.kube/cpu-manager-policy": "none", "numa.kube/memory-manager-policy": "None",
+                                     "numa.kube/topology-manager-policy": "none",
+                                     "numa.kube/topology-manager-scope": "container"}
+    again = run_playbook(args)
+    assert again.returncode == 0 and re.search(r"localhost\s*:.*changed=0", again.stdout), again.stdout[-2000:]
+
