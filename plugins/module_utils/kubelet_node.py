@@ -19,6 +19,7 @@ import re
 from ansible_collections.numa.kube.plugins.module_utils.errors import ProblemsError
 from ansible_collections.numa.kube.plugins.module_utils.kubelet_fields import FLAGS
 from ansible_collections.numa.kube.plugins.module_utils.kubelet_config import detect_format, load_text, merge_patch
+from ansible_collections.numa.kube.plugins.module_utils.rke2_config import config_files
 
 DROPIN_NAME = "50-numa-kube.conf"
 STATE_DIR = "/var/lib/kubelet"
@@ -167,9 +168,8 @@ def launcher_kubelet_args(documents):
     for _path, document in documents:
         if not isinstance(document, dict):
             continue
-        for key in ("kubelet-arg", "kubelet-arg+"):
-            value = document.get(key)
-            if value is None:
+        for key, value in document.items():  # in the file's order, as RKE2 and k3s read it
+            if key not in ("kubelet-arg", "kubelet-arg+") or value is None:
                 continue
             values = value if isinstance(value, list) else [value]
             args = (args if key.endswith("+") else []) + [str(v) for v in values]
@@ -425,8 +425,7 @@ def read_node(files, distribution="auto", overrides=None, settings=None, service
     sources = []  # (--flag[=value], where it is set)
     if launcher:
         folder = launcher + ".d"
-        names = [launcher] + [os.path.join(folder, n) for n in sorted(files.listdir(folder))
-                              if n.endswith((".yaml", ".yml"))]
+        names = config_files(launcher, files.listdir(folder))
         documents = [(path, _load(path, files.read_text(path))) for path in names]
         where = "kubelet-arg in %s or %s/*.yaml" % (launcher, folder)
         sources += [(arg, where) for arg in split_argv(launcher_kubelet_args(documents))]

@@ -126,6 +126,18 @@ def test_rke2_dropin_and_conflicting_kubelet_arg(tmp_path):
     assert "remove that flag" in caught.value.problems[0]
 
 
+def test_an_rke2_dropin_whose_suffix_is_in_capitals_is_read_as_rke2_reads_it(tmp_path):
+    files = tree(tmp_path, {
+        "/etc/rancher/rke2/config.yaml": "token: x\n",
+        "/etc/rancher/rke2/config.yaml.d/30-TUNING.YAML": "kubelet-arg+:\n  - cpu-manager-policy=none\n",
+        "/var/lib/rancher/rke2/agent/etc/kubelet.conf.d/00-rke2-defaults.conf": "evictionHard:\n  imagefs.available: 5%\n",
+    })
+    with pytest.raises(KubeletNodeError) as caught:
+        read_node(files, settings={"cpuManagerPolicy": "static"},
+                  service_states=lambda names: {"rke2-agent": "active", "rke2-server": ""})
+    assert "cpu-manager-policy=none" in caught.value.problems[0]
+
+
 def test_a_later_dropin_setting_the_same_field_is_refused(tmp_path):
     files = tree(tmp_path, {
         "/etc/rancher/k3s/config.yaml": "",
@@ -170,6 +182,9 @@ def test_helpers():
     assert launcher_kubelet_args([("a", {"kubelet-arg": ["a=1"]}), ("b", {"kubelet-arg+": "b=2"}),
                                   ("c", None)]) == ["a=1", "b=2"]
     assert launcher_kubelet_args([("a", {"kubelet-arg": ["a=1"]}), ("b", {"kubelet-arg": ["c=3"]})]) == ["c=3"]
+    # one file read in its own order, as k3s's parser reads it: an append before a replace is lost
+    assert launcher_kubelet_args([("a", {"kubelet-arg+": ["a=1"], "kubelet-arg": ["c=3"]})]) == ["c=3"]
+    assert launcher_kubelet_args([("a", {"kubelet-arg": ["c=3"], "kubelet-arg+": ["a=1"]})]) == ["c=3", "a=1"]
     assert flag_conflicts(["--reserved-cpus=0", "max-pods=3"], {"reservedSystemCPUs": "0"}) == [
         ("--reserved-cpus=0", "reservedSystemCPUs")]
     # a misspelled field is the configuration check's to name (with its suggestion), and a field with
