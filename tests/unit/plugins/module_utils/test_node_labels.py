@@ -14,6 +14,8 @@ import itertools
 import pytest
 
 from ansible_collections.numa.kube.plugins.module_utils.kube_api import KubeApiError
+# RFC 7386, as the API server applies application/merge-patch+json
+from ansible_collections.numa.kube.plugins.module_utils.kubelet_config import merge_patch
 from ansible_collections.numa.kube.plugins.module_utils.node_labels import (
     ALIGNED_LABEL,
     ALIGNED_SELECTOR,
@@ -133,19 +135,6 @@ def test_ready_is_the_nodes_ready_condition(conditions, ready, words):
 
 
 # --- the steps, against an in-memory Node and kubelet --------------------------------------------
-
-def merge_patch(target, patch):
-    """RFC 7386, as the API server applies application/merge-patch+json."""
-    if not isinstance(patch, dict):
-        return patch
-    result = dict(target) if isinstance(target, dict) else {}
-    for key, value in patch.items():
-        if value is None:
-            result.pop(key, None)
-        else:
-            result[key] = merge_patch(result.get(key), value)
-    return result
-
 
 READY = [{"type": "Ready", "status": "True"}]
 NOT_READY = [{"type": "Ready", "status": "False", "reason": "KubeletNotReady", "message": "runtime down"}]
