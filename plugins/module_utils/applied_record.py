@@ -14,7 +14,13 @@ API (all paths are absolute paths on the node):
     The path of record ``name`` (``"kubelet.json"``) in ``folder`` (``DEFAULT_DIR`` when empty).
 ``load(path)``
     The record as a dict (with its ``version``), or None when there is no file. A file that is not
-    JSON, not a JSON object, or has a missing or other ``version`` raises ``RecordError``.
+    JSON, not a JSON object, or has a missing or other ``version`` raises ``RecordError``; so does
+    a record folder or file that someone other than root could have written (``check_place``).
+``check_place(path)``
+    Raise ``RecordError`` when the record at ``path`` cannot be trusted by where it lies: its folder
+    (when it exists) is a symbolic link, not a directory, group- or world-writable, or - when the
+    module runs as root - not owned by root; the record file is a symbolic link, not a regular
+    file, or group- or world-writable (or not root's, as root). ``load`` and ``write`` call it.
 ``render(data)``
     The exact text ``write`` would put in the file (``version`` added, keys sorted): compare it
     with the file's text to plan a change in check mode, or show it in a diff.
@@ -40,6 +46,7 @@ __metaclass__ = type
 import errno
 import json
 import os
+import stat
 
 from ansible_collections.numa.kube.plugins.module_utils.errors import ProblemsError
 
@@ -61,8 +68,53 @@ def record_path(folder, name):
     return os.path.join(folder or DEFAULT_DIR, name)
 
 
+def _place_problem(where, st, regular):
+    kind = "folder" if not regular else "file"
+    if stat.S_ISLNK(st.st_mode):
+        return ("record %s %s is a symbolic link: numa.kube follows no link here (one could point it at any file); "
+                "make it a real %s owned by root" % (kind, where, "directory" if not regular else "file"))
+    if regular and not stat.S_ISREG(st.st_mode):
+        return "record file %s is not a regular file: remove it (numa.kube writes its records itself)" % where
+    if not regular and not stat.S_ISDIR(st.st_mode):
+        return "record folder %s is not a directory: remove it, or point numa_kube_record_dir elsewhere" % where
+    if st.st_mode & 0o022:
+        return ("record %s %s has mode %04o: it must not be writable by group or others, since what it holds "
+                "decides which files 'absent' changes; run chmod go-w %s (numa.kube makes it %04o)"
+                % (kind, where, stat.S_IMODE(st.st_mode), where, FILE_MODE if regular else DIR_MODE))
+    if _running_as_root() and st.st_uid != 0:
+        return ("record %s %s is owned by uid %d, not root: only root may write what 'absent' acts on; run "
+                "chown root:root %s, or point numa_kube_record_dir at a folder of root's" % (kind, where, st.st_uid, where))
+    return None
+
+
+def _running_as_root():
+    return hasattr(os, "geteuid") and os.geteuid() == 0
+
+
+def check_place(path):
+    """Raise RecordError when the record at ``path`` or its folder may have been written by another
+    user than root (see the module documentation); a missing folder or file is fine."""
+    problems = []
+    folder = os.path.dirname(path) or "."
+    for where, regular in ((folder, False), (path, True)):
+        try:
+            st = os.lstat(where)
+        except OSError as exc:
+            if exc.errno == errno.ENOENT:
+                continue
+            raise RecordError("record %s %s cannot be examined (%s); check its permissions (root, %s)"
+                              % ("file" if regular else "folder", where, exc, "0600" if regular else "0700"))
+        problem = _place_problem(where, st, regular)
+        if problem:
+            problems.append(problem)
+            break  # a file in an untrusted folder says nothing more
+    if problems:
+        raise RecordError(problems)
+
+
 def load(path):
     """The record at ``path`` as a dict, None when there is none; a damaged one raises RecordError."""
+    check_place(path)
     try:
         with open(path, "rb") as handle:
             raw = handle.read()
@@ -118,9 +170,10 @@ def write(path, data):
     """Store ``data`` at ``path`` atomically and durably; True when the file's bytes changed."""
     text = render(data).encode("utf-8")
     folder = os.path.dirname(path) or "."
-    if not os.path.isdir(folder):
+    if not os.path.lexists(folder):
         os.makedirs(folder, DIR_MODE)
         os.chmod(folder, DIR_MODE)  # the umask may have narrowed it; never wider than 0700
+    check_place(path)
     if _read_bytes(path) == text and (os.stat(path).st_mode & 0o7777) == FILE_MODE:
         return False
     temp = os.path.join(folder, ".%s%s" % (os.path.basename(path), TEMP_SUFFIX))

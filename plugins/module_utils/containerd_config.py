@@ -492,6 +492,27 @@ def check_nri_record(record, path):
     return problems
 
 
+def own_nri_paths(distribution, config_path, data_dir=None):
+    """The files numa.kube's NRI change can be in for ``distribution``: containerd's ``config_path``,
+    or RKE2's/k3s's config.toml templates under ``data_dir`` (/var/lib/rancher/<distribution> by
+    default)."""
+    if distribution == "containerd":
+        return [config_path]
+    folder = os.path.join(data_dir or "/var/lib/rancher/%s" % distribution, "agent", "etc", "containerd")
+    return [os.path.join(folder, name) for name in (TEMPLATE_V2, TEMPLATE_V3)]
+
+
+def check_nri_record_path(record, where, config_path, data_dir=None):
+    """A problem when the (checked) record names a file numa.kube's NRI change cannot be in on this
+    run (see own_nri_paths): 'absent' would otherwise edit or remove any file a record names."""
+    own = own_nri_paths(record["distribution"], config_path, data_dir)
+    if record["path"] in own:
+        return []
+    return ["%s says numa.kube changed NRI in %s, but for %s numa.kube only ever writes %s; run with the "
+            "containerd_nri_config_path (or data dir) the change was made with, or put NRI back by hand and remove %s"
+            % (where, record["path"], record["distribution"], " or ".join(own), where)]
+
+
 def plan_nri_withdraw(text, record):
     """Return (new_text, notes): ``text`` (the file the record names, None when it is gone) with
     what numa.kube set taken back out - new_text None means the file goes - and a note for each

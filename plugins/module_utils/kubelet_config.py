@@ -23,6 +23,7 @@ import copy
 import difflib
 import json
 import math
+import os
 import re
 
 from ansible_collections.numa.kube.plugins.module_utils import applied_record
@@ -608,12 +609,27 @@ def _own_numa_fields(document):
     return [f for f in FALLBACK_FIELDS if f in document and document[f] not in (None, "", {}, [], DEFAULTS.get(f))]
 
 
-def check_record(record, where):
+def _field_list(value):
+    return isinstance(value, list) and all(isinstance(name, str) for name in value)
+
+
+def check_record(record, where, own_files=None, own_flag_files=None):
     """Refuse a kubelet record (applied_record.load's dict, or None) whose fields this release cannot
-    undo from; returns it. Version 1 holds ``files`` (path -> ``{"kind": "owned"}`` for a file
-    numa.kube wrote whole, or ``{"kind": "merged", "before": {field: value}, "missing": [field]}``)
-    and, when numa.kube edited kubelet's flag file, ``flag_file`` (``path``, previous ``text`` and
-    ``mode``, null when the file did not exist)."""
+    undo from, or that names a file this run does not own; returns it.
+
+    Version 1 holds ``files`` (path -> ``{"kind": "owned"}`` for a file numa.kube wrote whole, or
+    ``{"kind": "merged", "before": {field: value}, "missing": [field], "after": {field: value},
+    "after_missing": [field]}``: the value each field numa.kube changed had before it first changed
+    it, or that it had none, and the value numa.kube last wrote, or that it removed the field;
+    ``after`` and ``after_missing`` are absent in records of earlier builds) and, when numa.kube
+    edited kubelet's flag file, ``flag_file`` (``path``; previous ``text`` and ``mode``, null when
+    the file did not exist; ``after``, the text numa.kube wrote, and ``config_dir``, the folder it
+    added as ``--config-dir=``; the last two absent in records of earlier builds).
+
+    ``own_files`` (the module's ``path`` and ``base_path``) and ``own_flag_files`` (its
+    ``flag_file``, or the files kubelet's extra flags live in): when given, a record naming any
+    other file is refused, so that a record cannot point 'absent' at a file numa.kube never
+    changed."""
     if record is None:
         return None
     applied_record.check_fields(record, where, {"files": dict})
@@ -627,19 +643,36 @@ def check_record(record, where):
             continue
         if not path.startswith("/"):
             problems.append("record %s: files[%r] is not an absolute path" % (where, path))
+        elif own_files is not None and path not in own_files:
+            problems.append("record %s names %s, which is not a file this run changes (%s): numa.kube acts only on "
+                            "the kubelet configuration it is given. Run with the kubelet_config_path/"
+                            "kubelet_config_dir/kubelet_kubeadm_config_dir the change was made with, or take that "
+                            "file's change out by hand and remove the record"
+                            % (where, path, ", ".join(own_files) or "none"))
         if entry["kind"] == "merged":
             if not isinstance(entry.get("before"), dict):
                 problems.append("record %s: files[%r].before is not an object of field values" % (where, path))
-            missing = entry.get("missing")
-            if not isinstance(missing, list) or not all(isinstance(name, str) for name in missing):
+            if not _field_list(entry.get("missing")):
                 problems.append("record %s: files[%r].missing is not a list of field names" % (where, path))
+            if "after" in entry and not isinstance(entry["after"], dict):
+                problems.append("record %s: files[%r].after is not an object of field values" % (where, path))
+            if "after_missing" in entry and not _field_list(entry["after_missing"]):
+                problems.append("record %s: files[%r].after_missing is not a list of field names" % (where, path))
     flag = record.get("flag_file")
     if flag is not None:
         if not isinstance(flag, dict) or not isinstance(flag.get("path"), str) or not flag["path"].startswith("/") \
                 or not isinstance(flag.get("text"), (str, type(None))) \
-                or not isinstance(flag.get("mode"), (str, type(None))):
+                or not isinstance(flag.get("mode"), (str, type(None))) \
+                or not isinstance(flag.get("after"), (str, type(None))) \
+                or not isinstance(flag.get("config_dir"), (str, type(None))) \
+                or not (flag.get("config_dir") or "/").startswith("/"):
             problems.append("record %s: flag_file is %s, not {\"path\": absolute path, \"text\": string or null, "
-                            "\"mode\": string or null}" % (where, json.dumps(flag)[:120]))
+                            "\"mode\": string or null, \"after\": string, \"config_dir\": absolute path}"
+                            % (where, json.dumps(flag)[:120]))
+        elif own_flag_files is not None and flag["path"] not in own_flag_files:
+            problems.append("record %s says numa.kube edited %s, which is not one of kubelet's flag files (%s): "
+                            "numa.kube only ever adds --config-dir to one of those. Take that change out by hand and "
+                            "remove the record" % (where, flag["path"], ", ".join(own_flag_files)))
     if problems:
         raise applied_record.RecordError(problems + [fix])
     return record
@@ -651,9 +684,11 @@ def record_present(record, path, mode, before, after, created=False, flag=None):
     ``before``/``after`` are the documents of the file at ``path`` (not the effective
     configuration). A drop-in, or a merge file numa.kube ``created``, is recorded as numa.kube's
     own; a merge records, for each top-level field it changes, the value the file had or that it
-    had none - only the first time, so the original survives later changes. ``flag`` is
-    ``(path, text, mode)`` of kubelet's flag file before numa.kube edits it, also kept from the
-    first time only."""
+    had none - only the first time, so the original survives later changes - and the value it
+    writes (``after``) or that it removes the field (``after_missing``), each time. ``flag`` is
+    ``(path, text, mode)`` of kubelet's flag file before numa.kube edits it, or ``(path, text,
+    mode, written_text, config_dir)``: taken each time numa.kube edits the file, so that the
+    previous bytes kept are always the written text without numa.kube's --config-dir."""
     result = copy.deepcopy(record) if record else {"files": {}}
     result.pop("version", None)
     entry = result["files"].get(path)
@@ -662,19 +697,33 @@ def record_present(record, path, mode, before, after, created=False, flag=None):
             result["files"][path] = {"kind": "owned"}
     else:
         if entry is None:
-            entry = result["files"][path] = {"kind": "merged", "before": {}, "missing": []}
+            entry = result["files"][path] = {"kind": "merged", "before": {}, "missing": [], "after": {},
+                                             "after_missing": []}
         if entry["kind"] == "merged":
             known = set(entry["before"]) | set(entry["missing"])
+            written, removed = entry.setdefault("after", {}), entry.setdefault("after_missing", [])
             for field in sorted(set(before) | set(after)):
-                if field in _ENVELOPE or field in known or before.get(field, _MISSING) == after.get(field, _MISSING):
+                if field in _ENVELOPE or before.get(field, _MISSING) == after.get(field, _MISSING):
                     continue
-                if field in before:
-                    entry["before"][field] = copy.deepcopy(before[field])
+                if field not in known:
+                    if field in before:
+                        entry["before"][field] = copy.deepcopy(before[field])
+                    else:
+                        entry["missing"].append(field)
+                written.pop(field, None)
+                if field in removed:
+                    removed.remove(field)
+                if field in after:
+                    written[field] = copy.deepcopy(after[field])
                 else:
-                    entry["missing"].append(field)
+                    removed.append(field)
             entry["missing"].sort()
-    if flag is not None and result.get("flag_file") is None:
-        result["flag_file"] = {"path": flag[0], "text": flag[1], "mode": flag[2]}
+            removed.sort()
+    if flag is not None:
+        entry = {"path": flag[0], "text": flag[1], "mode": flag[2]}
+        if len(flag) > 3:
+            entry.update(after=flag[3], config_dir=flag[4])
+        result["flag_file"] = entry
     if record:
         comparable = dict(record)
         comparable.pop("version", None)
@@ -684,12 +733,54 @@ def record_present(record, path, mode, before, after, created=False, flag=None):
 
 
 def _restored(document, entry):
+    """(document with the fields of a merged ``entry`` put back, fields left as they are because they
+    changed since numa.kube wrote them, fields put back without knowing what numa.kube wrote)."""
     restored = copy.deepcopy(document)
-    for field, value in entry["before"].items():
-        restored[field] = copy.deepcopy(value)
-    for field in entry["missing"]:
-        restored.pop(field, None)
-    return restored
+    written, removed = entry.get("after"), entry.get("after_missing")
+    left, unknown = [], []
+    targets = sorted(entry["before"].items()) + [(field, _MISSING) for field in sorted(entry["missing"])]
+    for field, value in targets:
+        now = document.get(field, _MISSING)
+        if now == value:
+            continue  # as it was already
+        if written is not None and field in written:
+            ours = now == written[field]
+        elif removed is not None and field in removed:
+            ours = now is _MISSING
+        else:
+            ours = True
+            unknown.append(field)
+        if not ours:
+            left.append(field)
+        elif value is _MISSING:
+            restored.pop(field, None)
+        else:
+            restored[field] = copy.deepcopy(value)
+    return restored, left, unknown
+
+
+_EXTRA_ARGS_LINE = re.compile(r"""^(\s*KUBELET_EXTRA_ARGS\s*=\s*)(?:"([^"]*)"|'([^']*)'|(\S*))(\s*)$""")
+
+
+def without_config_dir(text, config_dir):
+    """``text`` (kubelet's environment file) with the ``--config-dir=<config_dir>`` numa.kube added
+    to KUBELET_EXTRA_ARGS taken out, every other line and argument kept; None when no
+    KUBELET_EXTRA_ARGS line holds that exact argument."""
+    flag = re.compile(r"(?:^|\s+)--config-dir=%s(?=\s|$)" % re.escape(config_dir))
+    lines = (text or "").splitlines(True)
+    for index, line in enumerate(lines):
+        body = line.rstrip("\r\n")
+        match = _EXTRA_ARGS_LINE.match(body)
+        if not match:
+            continue
+        quote = '"' if match.group(2) is not None else "'" if match.group(3) is not None else ""
+        value = next(group for group in match.groups()[1:4] if group is not None)
+        if not flag.search(value):
+            continue
+        value = flag.sub("", value, count=1).strip()
+        lines[index] = "%s%s%s%s%s%s" % (match.group(1), quote, value, quote, match.group(5), line[len(body):])
+        return "".join(lines)
+    return None
 
 
 def _settings_only(config):
@@ -733,16 +824,29 @@ def plan_withdraw(path, mode, texts, record, fmt="auto", base_paths=(), check=Tr
             raise KubeletConfigError("%s does not hold a KubeletConfiguration mapping" % where)
         return document, file_format
 
+    warnings = []
+
     def merged_file(where, entry, what):
         parsed = parse(where)
         if parsed is None:
             notes.append("%s does not exist: nothing to restore in it" % where)
             return
         document, file_format = parsed
-        restored = _restored(document, entry)
+        restored, left, unknown = _restored(document, entry)
         if restored != document:
             writes[where] = dump_text(restored, file_format)
-            notes.append("%s: %s" % (where, what))
+            done = [f for f in sorted(entry["before"]) + sorted(entry["missing"]) if f not in left
+                    and restored.get(f, _MISSING) != document.get(f, _MISSING)]
+            notes.append("%s: %s (%s)" % (where, what, ", ".join(done)))
+        if left:
+            warnings.append("%s: %s changed since numa.kube set %s, so %s left as %s (put back by hand what "
+                            "should be there)" % (where, ", ".join(left), "it" if len(left) == 1 else "them",
+                                                  "it is" if len(left) == 1 else "they are",
+                                                  "it is" if len(left) == 1 else "they are"))
+        if unknown and entry is not None and "kind" in entry:
+            notes.append("%s: the record (from an earlier build) does not say what numa.kube wrote in %s, so %s put "
+                         "back whatever %s now" % (where, ", ".join(unknown), "it is" if len(unknown) == 1
+                                                   else "they are", "it holds" if len(unknown) == 1 else "they hold"))
 
     if mode == "dropin":
         files.setdefault(path, {"kind": "owned"})
@@ -751,27 +855,47 @@ def plan_withdraw(path, mode, texts, record, fmt="auto", base_paths=(), check=Tr
             if texts.get(where) is not None:
                 writes[where] = None
                 notes.append("%s removed (numa.kube wrote it)" % where)
-        else:
-            fields = sorted(entry["before"]) + sorted(entry["missing"])
-            merged_file(where, entry, "fields put back as they were before numa.kube (%s)" % ", ".join(fields)
-                        if fields else "nothing recorded")
+        elif entry["before"] or entry["missing"]:
+            merged_file(where, entry, "fields put back as they were before numa.kube")
     if mode == "merge" and record is None:
         parsed = parse(path)
         present_fields = _own_numa_fields(parsed[0]) if parsed is not None else []
         if present_fields:
             fallback = present_fields
             merged_file(path, {"before": {}, "missing": present_fields},
-                        "no record of what numa.kube changed: its NUMA manager fields removed (%s), so kubelet "
-                        "runs its defaults" % ", ".join(present_fields))
+                        "no record of what numa.kube changed: its NUMA manager fields removed, so kubelet runs its "
+                        "defaults")
     elif mode == "merge" and path not in files:
         notes.append("%s: the record holds no change of numa.kube there; left alone" % path)
     flag = (record or {}).get("flag_file")
     flag_mode = None
-    if flag is not None and texts.get(flag["path"]) != flag["text"]:
-        writes[flag["path"]] = flag["text"]
-        flag_mode = flag["mode"]
-        notes.append("%s %s" % (flag["path"], "put back as it was before numa.kube added --config-dir"
-                                if flag["text"] is not None else "removed (numa.kube created it)"))
+    if flag is not None:
+        where, now, before_text = flag["path"], texts.get(flag["path"]), flag["text"]
+        config_dir = flag.get("config_dir") or (os.path.dirname(path) if mode == "dropin" else None)
+        token = "--config-dir=%s" % config_dir
+        if now == before_text:
+            pass  # as it was before numa.kube already
+        elif flag.get("after") is not None and now == flag["after"]:
+            # still byte for byte what numa.kube wrote: the previous bytes back, or the file it created goes
+            writes[where] = before_text
+            flag_mode = flag["mode"]
+            notes.append("%s %s" % (where, "put back as it was before numa.kube added %s" % token
+                                    if before_text is not None else "removed (numa.kube created it)"))
+        elif now is None:
+            notes.append("%s is gone: no %s left to take out" % (where, token))
+        else:
+            edited = without_config_dir(now, config_dir) if config_dir else None
+            if edited is None:
+                warnings.append("%s no longer holds %s in KUBELET_EXTRA_ARGS (changed since numa.kube added it): "
+                                "left as it is; check kubelet's --config-dir yourself" % (where, token))
+            else:
+                # changed by hand since: only numa.kube's argument comes out, the rest stays
+                writes[where] = edited
+                notes.append("%s: %s taken out of KUBELET_EXTRA_ARGS; the rest of the file, changed since numa.kube "
+                             "edited it, left as it is" % (where, token))
+        if flag.get("after") is None and where in writes:
+            notes.append("%s: the record (from an earlier build) does not hold the text numa.kube wrote, so only "
+                         "%s is taken out" % (where, token))
 
     def effective(contents):
         result = {}
@@ -807,8 +931,9 @@ def plan_withdraw(path, mode, texts, record, fmt="auto", base_paths=(), check=Tr
         "restart_required": effective_changed or (flag is not None and flag["path"] in writes),
         "fallback": fallback,
         "keep_empty_record": bool(kept),
-        "notes": notes + (["the node's own %s stay; an empty record says numa.kube has nothing left here"
-                           % ", ".join(kept)] if kept and record is not None else []),
+        "notes": notes + warnings + (["the node's own %s stay; an empty record says numa.kube has nothing left here"
+                                      % ", ".join(kept)] if kept and record is not None else []),
+        "warnings": warnings,
     }
     result.update(state_changes(before, after) if effective_changed else
                   {"remove_cpu_manager_state": False, "remove_memory_manager_state": False})

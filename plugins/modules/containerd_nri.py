@@ -39,15 +39,19 @@ description:
     then removes the record. A setting changed since is left as it is, with a warning. Without a
     record there is nothing to put back - nothing is read or written, and RV(record_found) is false.
   - A damaged record is refused before anything is written, naming the file, what is wrong and what
-    to do.
+    to do; so is a record that names a file numa.kube's NRI change cannot be in (with
+    C(containerd), other than O(path); with RKE2 or k3s, other than the C(config.toml.tmpl) or
+    C(config-v3.toml.tmpl) under O(data_dir)), and one whose folder or file another user than root
+    could have written (a symbolic link, group- or world-writable, or not owned by root when the
+    module runs as root).
 author:
   - numa.kube contributors (@numa-kube)
 options:
   state:
     description:
       - C(present) sets NRI as O(enabled) and O(settings) say. C(absent) puts back what numa.kube
-        changed, as O(record) says, in the file the record names (O(path), O(distribution) and
-        O(enabled) are not used then).
+        changed, as O(record) says, in the file the record names, which must be O(path) (or
+        the RKE2/k3s template under O(data_dir)); O(distribution) and O(enabled) are not used then.
     type: str
     choices: [present, absent]
     default: present
@@ -246,6 +250,7 @@ from ansible_collections.numa.kube.plugins.module_utils.containerd_config import
     TEMPLATE_V3,
     ContainerdConfigError,
     check_nri_record,
+    check_nri_record_path,
     check_socket_path,
     check_toml,
     check_toml_text,
@@ -417,6 +422,9 @@ def absent(module):
                     removed_file=False, left=[],
                     msg="%s does not exist: numa.kube has changed nothing in containerd's NRI settings on this node "
                         "(or an older release changed them without a record); nothing was changed" % params["record"])
+    problems = check_nri_record_path(record, params["record"], params["path"], params["data_dir"])
+    if problems:
+        fail(module, problems)
     distribution, path = record["distribution"], record["path"]
     folder = os.path.dirname(path)
     rendered_path = path if distribution == "containerd" else os.path.join(folder, "config.toml")

@@ -49,8 +49,11 @@ description:
     command line has that name again - then removes the record. Whatever has changed since is left
     as it is, with a warning. Without a record there is nothing to take out; nothing is read or
     written then, and RV(record_found) is false.
-  - A damaged record (not JSON, another version, fields of the wrong kind) is refused before
-    anything is written, naming the file, what is wrong and what to do.
+  - A damaged record (not JSON, another version, fields of the wrong kind), one made for another
+    place than O(method), O(grub_default_path) and O(variable) say, or one whose folder or file
+    another user than root could have written (a symbolic link, group- or world-writable, or not
+    owned by root when the module runs as root) is refused before anything is written, naming the
+    file, what is wrong and what to do.
 author:
   - numa.kube contributors (@numa-kube)
 options:

@@ -34,8 +34,17 @@ description:
     kubelet nor removes state.
   - Keeps a record of what it changed (O(record)), so that O(state=absent) takes back out only
     that - a drop-in it wrote is removed; in a merged file, each top-level field it changed gets
-    back the value it had before numa.kube first changed it (or is removed when it had none); the
-    flag file it gave C(--config-dir) (O(flag_file)) gets back its previous bytes. Without a
+    back the value it had before numa.kube first changed it (or is removed when it had none), but
+    only while it still holds the value numa.kube last wrote there - a field changed since is left
+    as it is, with a warning (records of earlier builds do not hold the value written, so every field
+    is then put back, and a note says so); the flag file it gave C(--config-dir) (O(flag_file))
+    gets back its previous bytes while it is still byte for byte what numa.kube wrote (and is
+    removed when numa.kube created it), otherwise only the C(--config-dir=<folder>) numa.kube added
+    is taken out of C(KUBELET_EXTRA_ARGS), every flag added since kept.
+  - A record is refused before anything changes when it names a file other than O(path), a
+    O(base_path) or the flag file (see O(flag_file)), or when its folder or file could have been
+    written by another user than root (a symbolic link, group- or world-writable, or not owned by
+    root when the module runs as root). Without a
     record (a node changed by a release that kept none), O(state=absent) removes the drop-in (its
     name is numa.kube's) or, in a merged file, the NUMA manager fields that differ from kubelet's
     defaults (C(cpuManagerPolicy), C(cpuManagerPolicyOptions), C(memoryManagerPolicy),
@@ -81,11 +90,15 @@ options:
       - With O(state=present), kubelet's environment file (C(/etc/default/kubelet)) to write as
         O(flag_file_text) - the C(flag_file) and C(flag_file_text) that M(numa.kube.kubelet_facts)
         returns when kubelet must gain C(--config-dir). Its previous bytes (or that it did not
-        exist) go into the record, so that O(state=absent) puts them back. A new file gets mode
-        0600, an existing one keeps its mode.
+        exist), the text written and the folder added go into the record, so that O(state=absent)
+        takes the C(--config-dir) back out. A new file gets mode 0600, an existing one keeps its
+        mode.
+      - The only flag file a record may name. When not given, a record may name only
+        C(/etc/default/kubelet) or C(/etc/sysconfig/kubelet), where kubeadm nodes keep
+        C(KUBELET_EXTRA_ARGS); a record naming another file is refused.
     type: path
   flag_file_text:
-    description: What O(flag_file) must hold. Required with O(flag_file).
+    description: What O(flag_file) must hold. Required with O(flag_file) and O(state=present), not used with O(state=absent).
     type: str
   dropin:
     description:
@@ -324,6 +337,12 @@ from ansible_collections.numa.kube.plugins.module_utils.kubelet_config import (
     plan_withdraw,
     record_present,
 )
+from ansible_collections.numa.kube.plugins.module_utils.kubelet_node import (
+    LAYOUTS,
+    KubeletNodeError,
+    config_dir_from_flags,
+    with_config_dir,
+)
 from ansible_collections.numa.kube.plugins.module_utils.topology import MAX_CPUS, parse_cpu_list
 
 
@@ -359,15 +378,52 @@ def read(module, what, path):
         module.fail_json(msg="%s %s cannot be read: %s" % (what, path, exc))
 
 
+def own_flag_files(params):
+    """The flag files a record may name: the module's flag_file, or else every file kubelet's extra
+    flags live in (KUBELET_EXTRA_ARGS, the only place numa.kube adds --config-dir)."""
+    if params["flag_file"]:
+        return [params["flag_file"]]
+    return sorted(set(name for layout in LAYOUTS.values() for name in layout.get("extra_args_files", [])))
+
+
 def load_record(module, path):
-    """The kubelet record at ``path`` (None when there is none or records are off); a damaged one
-    stops the module before anything changes."""
+    """The kubelet record at ``path`` (None when there is none or records are off); a damaged one,
+    one in a folder others could write, or one naming files this run does not own stops the module
+    before anything changes."""
     if not path:
         return None
+    params = module.params
     try:
-        return check_record(applied_record.load(path), path)
+        return check_record(applied_record.load(path), path, own_files=[params["path"]] + list(params["base_path"] or []),
+                            own_flag_files=own_flag_files(params))
     except applied_record.RecordError as exc:
         module.fail_json(msg=" | ".join(exc.problems), problems=exc.problems)
+
+
+def flag_config_dir(params):
+    """The folder the flag file's new text gives kubelet as --config-dir: the drop-in's."""
+    if params["dropin"]:
+        return os.path.dirname(params["path"])
+    return config_dir_from_flags([params["flag_file_text"]])
+
+
+def completed_flag_record(record, path, dropin):
+    """A record of an earlier build names no text numa.kube wrote in the flag file: work it out from
+    the previous text, as numa.kube wrote it then (previous text with --config-dir added). Returns
+    (record, note or None)."""
+    flag = (record or {}).get("flag_file")
+    if not flag or flag.get("after") is not None:
+        return record, None
+    config_dir = flag.get("config_dir") or (os.path.dirname(path) if dropin else None)
+    if not config_dir:
+        return record, None
+    try:
+        written = with_config_dir(flag["text"], config_dir)
+    except KubeletNodeError:
+        return record, None
+    record = dict(record, flag_file=dict(flag, after=written, config_dir=config_dir))
+    return record, ("%s: the record (from an earlier build) holds not the text numa.kube wrote; taken as the previous "
+                    "text with --config-dir=%s added" % (flag["path"], config_dir))
 
 
 def replace_file(module, path, text, mode=None, backup=False, result=None):
@@ -403,6 +459,9 @@ def check_inputs(module):
         path_problem("base_path", base, must_exist=True) for base in params["base_path"] or []] if p]
     if params["state"] == "present" and params["settings"] is None:
         problems.append("settings is required with state=present: give the KubeletConfiguration fields to set")
+    if params["state"] == "present" and (params["flag_file"] is None) != (params["flag_file_text"] is None):
+        problems.append("flag_file and flag_file_text go together with state=present: give both (the flag file and "
+                        "what it must hold, from numa.kube.kubelet_facts) or neither")
     if params["flag_file"] is not None and params["state"] == "present":
         problem = path_problem("flag_file", params["flag_file"])
         if problem:
@@ -464,7 +523,7 @@ def present(module, online, record_file, record):
         flag = None
         if flag_changes:
             flag_mode = "%04o" % stat.S_IMODE(os.stat(flag_file).st_mode) if flag_before is not None else None
-            flag = (flag_file, flag_before, flag_mode)
+            flag = (flag_file, flag_before, flag_mode, params["flag_file_text"], flag_config_dir(params))
         new_record = record_present(record, path, mode, plan["before"] if mode == "merge" else {},
                                     plan["config"] if mode == "merge" else {},
                                     created=current is None, flag=flag)
@@ -506,6 +565,7 @@ def absent(module, online, record_file, record):
     params = module.params
     path = params["path"]
     mode = "dropin" if params["dropin"] else "merge"
+    record, record_note = completed_flag_record(record, path, params["dropin"])
     involved = [path] + list(params["base_path"] or []) + sorted((record or {}).get("files", {}))
     if record and record.get("flag_file"):
         involved.append(record["flag_file"]["path"])
@@ -540,6 +600,10 @@ def absent(module, online, record_file, record):
     if record is None and record_file:
         why = "the drop-in is numa.kube's by its name" if mode == "dropin" else "fallback for merged files"
         result["notes"] = ["no record at %s: %s" % (record_file, why)] + result["notes"]
+    if record_note:
+        result["notes"] = [record_note] + result["notes"]
+    for warning in plan["warnings"]:
+        module.warn(warning)
     if module._diff:
         diffs = [removal_diff(where, texts[where]) if text is None else file_update.diff(where, texts[where], text)
                  for where, text in sorted(writes.items())]
@@ -585,7 +649,6 @@ def main():
             memory_capacity=dict(type="raw"),
             eviction_distribution=dict(type="str", default="kubeadm", choices=["kubeadm", "rke2", "k3s", "eks"]),
         ),
-        required_together=[("flag_file", "flag_file_text")],
         add_file_common_args=True,
         supports_check_mode=True,
     )

@@ -131,6 +131,8 @@ def test_absent_without_a_reboot_allowed_writes_nothing_and_says_what_waits(tmp_
 def test_absent_takes_out_what_numa_kube_set_inside_the_envelope_then_changes_nothing(tmp_path, cluster, grub):
     path, cfg, record, kept, variables = grub
     variables["kernel_args_reboot_ok"] = True
+    # a trailing slash names the same folder (review 1 finding 3: the envelope refused the doubled one)
+    variables["numa_kube_record_dir"] = str(tmp_path / RECORD_DIR) + "/"
     tasks = [role("kernel_args"), show("after", "[rollout_open | default(false), kernel_args_reboot_pending]")]
     rc, results, output, _stats = play(tmp_path, cluster, tasks, check=True, **variables)
     assert rc == 0, output[-3000:]
@@ -236,7 +238,8 @@ def test_nri_is_put_back_as_it_was_inside_the_envelope(tmp_path, cluster, contai
     assert "disable = false" in config.read_text() and record.exists()
     assert restarts(cluster) == ["restart containerd"] and os.path.exists(socket_path)
 
-    absent = dict(variables, numa_kube_state="absent")
+    # trailing slashes name the same folder (review 1 finding 3)
+    absent = dict(variables, numa_kube_state="absent", numa_kube_record_dir=str(tmp_path / RECORD_DIR) + "//")
     rc, results, output, _stats = play(tmp_path, cluster, [role("containerd_nri")], check=True, **absent)
     assert rc == 0, output[-3000:]
     assert "disable = false" in config.read_text() and record.exists(), "check mode changes nothing"

@@ -126,6 +126,28 @@ def test_merge_mode_present_then_absent_then_absent_again(kubelet, cluster, chec
     assert cluster.read()["requests"] == requests + ["cordon", "uncordon"]
 
 
+def test_merge_mode_absent_leaves_a_field_changed_by_hand_since(kubelet, cluster):  # noqa: F811
+    """Review 1 finding 2: a field numa.kube set and the operator changed since keeps the operator's
+    value, with a warning; the fields still at numa.kube's values are put back."""
+    tmp_path = kubelet
+    config = tmp_path / "config.yaml"
+    settings = variables(tmp_path, numa_kube_record_dir=str(tmp_path / "applied") + "/")
+    rc, results, output = cluster.run(tmp_path, role("present"), **settings)
+    assert rc == 0, output[-4000:]
+    record = json.loads((tmp_path / "applied" / "kubelet.json").read_text())
+    assert record["files"][str(config)]["after"]["topologyManagerPolicy"] == "restricted"
+    config.write_text(config.read_text().replace("topologyManagerPolicy: restricted",
+                                                 "topologyManagerPolicy: best-effort"))
+    rc, results, output = cluster.run(tmp_path, role("absent"), **settings)
+    assert rc == 0, output[-4000:]
+    after = yaml.safe_load(config.read_text())
+    assert after["cpuManagerPolicy"] == "none" and after["topologyManagerPolicy"] == "best-effort"
+    write = played(results, "Write the kubelet configuration")[0]
+    assert any("topologyManagerPolicy changed since numa.kube set it" in w for w in write.get("warnings", [])), write
+    # the value left is the node's own now: an empty record stops a later absent from falling back on it
+    assert json.loads((tmp_path / "applied" / "kubelet.json").read_text()) == {"version": 1, "files": {}}
+
+
 def test_dropin_mode_absent_removes_only_numa_kubes_drop_in(kubelet, cluster):  # noqa: F811
     tmp_path = kubelet
     config, dropin = tmp_path / "config.yaml", tmp_path / "conf.d" / "50-numa-kube.conf"

@@ -115,3 +115,43 @@ def test_the_file_is_json_a_person_can_read(tmp_path):
     applied_record.write(path, {"path": "/etc/x"})
     with open(path) as handle:
         assert json.load(handle) == {"path": "/etc/x", "version": 1}
+
+
+def test_a_record_folder_or_file_others_could_write_is_refused(tmp_path):
+    """Review 1 finding 5: what a record says decides which files 'absent' changes."""
+    folder = tmp_path / "applied"
+    path = str(folder / "kubelet.json")
+    applied_record.write(path, {"files": {}})
+    assert applied_record.load(path)["files"] == {}
+    os.chmod(str(folder), 0o770)
+    with pytest.raises(applied_record.RecordError) as caught:
+        applied_record.load(path)
+    assert "record folder %s has mode 0770" % folder in str(caught.value) and "chmod go-w" in str(caught.value)
+    with pytest.raises(applied_record.RecordError):
+        applied_record.write(path, {"files": {"x": 1}})
+    os.chmod(str(folder), 0o700)
+    os.chmod(path, 0o622)
+    with pytest.raises(applied_record.RecordError) as caught:
+        applied_record.load(path)
+    assert "record file %s has mode 0622" % path in str(caught.value)
+    os.chmod(path, 0o600)
+    # a missing folder is fine (nothing recorded yet), a link in place of it is not
+    assert applied_record.load(str(tmp_path / "none" / "kubelet.json")) is None
+    os.symlink(str(folder), str(tmp_path / "link"))
+    with pytest.raises(applied_record.RecordError) as caught:
+        applied_record.load(str(tmp_path / "link" / "kubelet.json"))
+    assert "is a symbolic link" in str(caught.value)
+
+
+def test_as_root_a_record_folder_of_another_owner_is_refused(tmp_path, monkeypatch):
+    if os.geteuid() != 0:
+        pytest.skip("giving a folder to another user needs root")
+    folder = tmp_path / "applied"
+    path = str(folder / "kubelet.json")
+    applied_record.write(path, {"files": {}})
+    os.chown(str(folder), 65534, 65534)
+    with pytest.raises(applied_record.RecordError) as caught:
+        applied_record.load(path)
+    assert "owned by uid 65534, not root" in str(caught.value) and "chown root:root" in str(caught.value)
+    monkeypatch.setattr(applied_record, "_running_as_root", lambda: False)
+    assert applied_record.load(path) is not None, "without root the owner is not checked, the mode is"

@@ -255,3 +255,45 @@ def test_the_rke2_template_numa_kube_wrote_goes(tmp_path):
     assert not failed and result["changed"] and result["removed_file"] and not result["nri_enabled"]
     assert not (folder / "config.toml.tmpl").exists() and result["rendered_path"] == str(folder / "config.toml")
     assert result["service"] in ("rke2-server", "rke2-agent")
+
+
+# records that could point 'absent' elsewhere (review 1 finding 5) ---------------------------------
+
+
+def test_an_nri_record_naming_another_file_is_refused(containerd, tmp_path):
+    path, record = containerd
+    victim = tmp_path / "victim.toml"
+    victim.write_text("version = 2\n")
+    record.parent.mkdir()
+    record.write_text(json.dumps({"version": 1, "distribution": "containerd", "path": str(victim),
+                                  "created_file": True, "created_table": True, "keys": {}}))
+    failed, result = run(containerd_nri, nri(path, state="absent"))
+    assert failed and "numa.kube only ever writes %s" % path in result["msg"], result["msg"]
+    assert victim.exists() and path.read_text() == DISABLED
+    # RKE2: only its config.toml templates under the data dir
+    record.write_text(json.dumps({"version": 1, "distribution": "rke2", "path": str(victim),
+                                  "created_file": True, "created_table": True, "keys": {}}))
+    failed, result = run(containerd_nri, {"state": "absent", "data_dir": str(tmp_path / "rke2")})
+    assert failed and "config.toml.tmpl" in result["msg"] and victim.exists(), result["msg"]
+
+
+@pytest.mark.parametrize("part", ["kernel", "nri"])
+def test_a_record_folder_others_can_write_is_refused(node, containerd, part):
+    folder = node[2].parent
+    folder.mkdir()
+    os.chmod(str(folder), 0o757)
+    if part == "kernel":
+        failed, result = run(kernel_cmdline, kernel(node, state="absent", record=str(node[2])))
+    else:
+        failed, result = run(containerd_nri, nri(containerd[0], state="absent", record=str(folder / "nri.json")))
+    assert failed and "record folder %s has mode 0757" % folder in result["msg"], result["msg"]
+    assert "chmod go-w" in result["msg"] and node[0].read_text() == GRUB
+
+
+def test_a_record_that_is_a_symbolic_link_is_refused(node, tmp_path):
+    elsewhere = tmp_path / "elsewhere.json"
+    elsewhere.write_text('{"version": 1}')
+    node[2].parent.mkdir()
+    os.symlink(str(elsewhere), str(node[2]))
+    failed, result = run(kernel_cmdline, kernel(node, state="absent", record=str(node[2])))
+    assert failed and "is a symbolic link" in result["msg"], result["msg"]

@@ -114,13 +114,74 @@ def test_dropin_with_flag_file_present_then_absent_restores_the_flag_bytes(tmp_p
     failed, result = run(kubelet_config, args)
     assert not failed and not result["changed"], result
 
-    failed, result = run(kubelet_config, dropin_args(paths, state="absent"))
+    failed, result = run(kubelet_config, dropin_args(paths, state="absent", flag_file=paths["flags"]))
     assert not failed and result["changed"] and result["restart_required"]
     assert not os.path.exists(paths["dropin"]) and not os.path.exists(paths["record"])
     assert open(paths["flags"]).read() == FLAGS, "the flag file's own bytes come back"
     assert open(paths["config"]).read() == KUBEADM, "the base file is not touched"
-    failed, result = run(kubelet_config, dropin_args(paths, state="absent"))
+    failed, result = run(kubelet_config, dropin_args(paths, state="absent", flag_file=paths["flags"]))
     assert not failed and not result["changed"]
+
+
+def test_flags_added_since_survive_absent(tmp_path):
+    """Review 1 finding 1: only the --config-dir numa.kube added comes out (check mode and diff first)."""
+    paths = node(tmp_path)
+    config_dir = os.path.dirname(paths["dropin"])
+    ours = FLAGS.replace('10.0.0.5"', '10.0.0.5 --config-dir=%s"' % config_dir)
+    assert not run(kubelet_config, dropin_args(paths, settings=NUMA, flag_file=paths["flags"],
+                                               flag_file_text=ours))[0]
+    record = json.loads(open(paths["record"]).read())
+    assert record["flag_file"]["after"] == ours and record["flag_file"]["config_dir"] == config_dir
+    edited = ours.replace('"\n', ' --max-pods=250"\n') + "# more\n"
+    with open(paths["flags"], "w") as handle:
+        handle.write(edited)
+    expected = FLAGS.replace('10.0.0.5"', '10.0.0.5 --max-pods=250"') + "# more\n"
+    args = dropin_args(paths, state="absent", flag_file=paths["flags"])
+    failed, result = run(kubelet_config, args, check_mode=True, diff=True)
+    assert not failed and result["changed"] and open(paths["flags"]).read() == edited
+    assert {d["before_header"]: d["after"] for d in result["diff"]}[paths["flags"]] == expected
+    failed, result = run(kubelet_config, args)
+    assert not failed and open(paths["flags"]).read() == expected and not os.path.exists(paths["dropin"])
+    assert result["restart_required"] and not os.path.exists(paths["record"])
+
+
+def test_merged_fields_changed_by_hand_stay(tmp_path):
+    """Review 1 finding 2: absent puts back only fields that still hold numa.kube's value."""
+    paths = node(tmp_path)
+    assert not run(kubelet_config, merge_args(paths, settings=dict(NUMA, kubeReserved={"memory": "2Gi"})))[0]
+    document = yaml.safe_load(open(paths["config"]).read())
+    document["kubeReserved"] = {"cpu": "1", "memory": "4Gi"}  # raised by hand since
+    with open(paths["config"], "w") as handle:
+        handle.write(yaml.safe_dump(document))
+    failed, result = run(kubelet_config, merge_args(paths, state="absent"))
+    assert not failed, result
+    after = yaml.safe_load(open(paths["config"]).read())
+    assert after["cpuManagerPolicy"] == "none" and "topologyManagerPolicy" not in after
+    assert after["kubeReserved"] == {"cpu": "1", "memory": "4Gi"}
+    assert any("kubeReserved changed since numa.kube set it" in note for note in result["notes"])
+
+
+def test_a_record_naming_another_file_or_in_an_open_folder_is_refused(tmp_path):
+    """Review 1 finding 5: the record cannot point absent at a file the module is not given, and a
+    record folder others can write is not trusted."""
+    paths = node(tmp_path)
+    victim = tmp_path / "admin.conf"
+    victim.write_text("keep me\n")
+    os.makedirs(os.path.dirname(paths["record"]))
+    with open(paths["record"], "w") as handle:
+        json.dump({"version": 1, "files": {str(victim): {"kind": "owned"}}}, handle)
+    failed, result = run(kubelet_config, dropin_args(paths, state="absent"))
+    assert failed and "%s, which is not a file this run changes" % victim in result["msg"], result
+    assert victim.read_text() == "keep me\n"
+    with open(paths["record"], "w") as handle:
+        json.dump({"version": 1, "files": {}, "flag_file": {"path": str(victim), "text": None, "mode": None}}, handle)
+    failed, result = run(kubelet_config, dropin_args(paths, state="absent"))
+    assert failed and "numa.kube edited %s" % victim in result["msg"] and victim.exists()
+    with open(paths["record"], "w") as handle:
+        json.dump({"version": 1, "files": {}}, handle)
+    os.chmod(os.path.dirname(paths["record"]), 0o777)
+    failed, result = run(kubelet_config, dropin_args(paths, state="absent"))
+    assert failed and "mode 0777" in result["msg"] and "chmod go-w" in result["msg"], result
 
 
 def test_a_flag_file_numa_kube_created_is_removed(tmp_path):
@@ -128,7 +189,7 @@ def test_a_flag_file_numa_kube_created_is_removed(tmp_path):
     args = dropin_args(paths, settings=NUMA, flag_file=paths["flags"], flag_file_text='KUBELET_EXTRA_ARGS="--x"\n')
     assert not run(kubelet_config, args)[0]
     assert stat.S_IMODE(os.stat(paths["flags"]).st_mode) == 0o600
-    failed, result = run(kubelet_config, dropin_args(paths, state="absent"))
+    failed, result = run(kubelet_config, dropin_args(paths, state="absent", flag_file=paths["flags"]))
     assert not failed and not os.path.exists(paths["flags"]) and not os.path.exists(paths["dropin"])
 
 
