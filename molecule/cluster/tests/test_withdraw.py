@@ -143,4 +143,3 @@ def test_label_nodes_labels_a_node_from_the_controller_alone(api):
                                      "numa.kube/topology-manager-scope": "container"}
     again = run_playbook(args)
     assert again.returncode == 0 and re.search(r"localhost\s*:.*changed=0", again.stdout), again.stdout[-2000:]
-
