@@ -205,6 +205,18 @@ def remove(path):
     return True
 
 
+def save(path, data, check_mode=False):
+    """Write ``data`` at ``path``, or remove the record when ``data`` is None; in check mode only
+    say whether that would change anything. True when it (would) change the node."""
+    if check_mode:
+        if data is None:
+            return os.path.lexists(path)
+        return _read_bytes(path) != render(data).encode("utf-8")
+    if data is None:
+        return remove(path)
+    return write(path, data)
+
+
 def _type_names(types):
     names = []
     for kind in types:

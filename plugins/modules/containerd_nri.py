@@ -335,14 +335,7 @@ def load_record(module):
 
 def save_record(module, record):
     """Write ``record`` (None: remove the file); nothing in check mode. Returns whether it changes."""
-    path = module.params["record"]
-    if module.check_mode:
-        if record is None:
-            return os.path.lexists(path)
-        return file_update.read_text(path) != applied_record.render(record)
-    if record is None:
-        return applied_record.remove(path)
-    return applied_record.write(path, record)
+    return applied_record.save(module.params["record"], record, module.check_mode)
 
 
 def present(module):

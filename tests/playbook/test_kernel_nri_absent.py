@@ -11,38 +11,25 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import http.server
 import json
 import os
 import re
 import shutil
 import subprocess
 import sys
-import threading
 import uuid
 
 import pytest
 import yaml
 
 from ansible_collections.numa.kube.plugins.module_utils.kernel_cmdline import check_params, dangerous_name
-from ansible_collections.numa.kube.tests.playbook.test_rollout_envelope import ROOT, FakeCluster, Healthy
+# the fixture cluster: test_rollout_envelope's stand-ins for the Kubernetes API, systemctl and kubelet's health
+from ansible_collections.numa.kube.tests.playbook.test_rollout_envelope import ROOT, cluster  # noqa: F401 pylint: disable=unused-import
 
 RECORD_DIR = "applied"
 
 
-@pytest.fixture
-def cluster(tmp_path):
-    """test_rollout_envelope's stand-ins: the Kubernetes API, systemctl and kubelet's health."""
-    server = http.server.HTTPServer(("127.0.0.1", 0), Healthy)
-    thread = threading.Thread(target=server.serve_forever)
-    thread.daemon = True
-    thread.start()
-    yield FakeCluster(tmp_path, "http://127.0.0.1:%d/healthz" % server.server_address[1])
-    server.shutdown()
-    server.server_close()
-
-
-def play(tmp_path, cluster, tasks, check=False, **variables):
+def play(tmp_path, cluster, tasks, check=False, **variables):  # noqa: F811 (the fixture imported above)
     """One play on localhost; returns (exit code, {task name: [results]}, output)."""
     base = dict(cluster.variables, rollout_marker_dir=str(tmp_path / "record"),
                 numa_kube_record_dir=str(tmp_path / RECORD_DIR))
@@ -114,7 +101,7 @@ def grub(tmp_path):
     return path, cfg, record, kept, variables
 
 
-def test_absent_without_a_reboot_allowed_writes_nothing_and_says_what_waits(tmp_path, cluster, grub):
+def test_absent_without_a_reboot_allowed_writes_nothing_and_says_what_waits(tmp_path, cluster, grub):  # noqa: F811
     path, cfg, record, kept, variables = grub
     before = path.read_text()
     tasks = [role("kernel_args"), show("pending", "kernel_args_reboot_pending")]
@@ -128,7 +115,7 @@ def test_absent_without_a_reboot_allowed_writes_nothing_and_says_what_waits(tmp_
     assert not (tmp_path / "record").exists() or not os.listdir(str(tmp_path / "record")), "no envelope opened"
 
 
-def test_absent_takes_out_what_numa_kube_set_inside_the_envelope_then_changes_nothing(tmp_path, cluster, grub):
+def test_absent_takes_out_what_numa_kube_set_inside_the_envelope_then_changes_nothing(tmp_path, cluster, grub):  # noqa: F811
     path, cfg, record, kept, variables = grub
     variables["kernel_args_reboot_ok"] = True
     # a trailing slash names the same folder (review 1 finding 3: the envelope refused the doubled one)
@@ -159,7 +146,7 @@ def test_absent_takes_out_what_numa_kube_set_inside_the_envelope_then_changes_no
     assert path.read_text() == after
 
 
-def test_a_failure_in_the_envelope_puts_the_grub_files_and_the_record_back(tmp_path, cluster, grub):
+def test_a_failure_in_the_envelope_puts_the_grub_files_and_the_record_back(tmp_path, cluster, grub):  # noqa: F811
     path, cfg, record, _kept, variables = grub
     variables.update(kernel_args_reboot_ok=True, kernel_args_grub_update_command="false")
     before = (path.read_text(), cfg.read_text(), record.read_text())
@@ -170,7 +157,7 @@ def test_a_failure_in_the_envelope_puts_the_grub_files_and_the_record_back(tmp_p
     assert (path.read_text(), cfg.read_text(), record.read_text()) == before
 
 
-def test_only_the_record_goes_when_everything_was_taken_out_by_hand(tmp_path, cluster, grub):
+def test_only_the_record_goes_when_everything_was_taken_out_by_hand(tmp_path, cluster, grub):  # noqa: F811
     path, cfg, record, kept, variables = grub
     path.write_text('GRUB_DEFAULT=0\nGRUB_CMDLINE_LINUX="console=ttyS0 %s"\n' % kept)
     rc, results, output, _stats = play(tmp_path, cluster, [role("kernel_args")], **variables)
@@ -209,7 +196,7 @@ DISABLED = 'version = 2\n# the user keeps NRI off\n[plugins."io.containerd.nri.v
 
 
 @pytest.fixture
-def containerd(tmp_path, cluster):
+def containerd(tmp_path, cluster):  # noqa: F811
     config = tmp_path / "containerd" / "config.toml"
     config.parent.mkdir()
     config.write_text(DISABLED)
@@ -227,11 +214,11 @@ def containerd(tmp_path, cluster):
     shutil.rmtree(folder)
 
 
-def restarts(cluster):
+def restarts(cluster):  # noqa: F811
     return [call for call in cluster.systemctl() if call.startswith("restart")]
 
 
-def test_nri_is_put_back_as_it_was_inside_the_envelope(tmp_path, cluster, containerd):
+def test_nri_is_put_back_as_it_was_inside_the_envelope(tmp_path, cluster, containerd):  # noqa: F811
     config, record, socket_path, variables = containerd
     rc, results, output, _stats = play(tmp_path, cluster, [role("containerd_nri")], **variables)
     assert rc == 0, output[-3000:]
@@ -266,7 +253,7 @@ def test_nri_is_put_back_as_it_was_inside_the_envelope(tmp_path, cluster, contai
     assert "nothing was changed" in said
 
 
-def test_a_damaged_record_stops_the_role_before_anything_changes(tmp_path, cluster, containerd):
+def test_a_damaged_record_stops_the_role_before_anything_changes(tmp_path, cluster, containerd):  # noqa: F811
     config, record, _socket_path, variables = containerd
     record.parent.mkdir()
     record.write_text('{"version": 1, "distribution": "containerd"')

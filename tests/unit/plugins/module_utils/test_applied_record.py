@@ -155,3 +155,14 @@ def test_as_root_a_record_folder_of_another_owner_is_refused(tmp_path, monkeypat
     assert "owned by uid 65534, not root" in str(caught.value) and "chown root:root" in str(caught.value)
     monkeypatch.setattr(applied_record, "_running_as_root", lambda: False)
     assert applied_record.load(path) is not None, "without root the owner is not checked, the mode is"
+
+
+def test_save_writes_removes_and_in_check_mode_only_says(tmp_path):
+    path = str(tmp_path / "applied" / "part.json")
+    record = {"version": applied_record.VERSION, "files": {}}
+    assert applied_record.save(path, record, check_mode=True) is True and not os.path.exists(path)
+    assert applied_record.save(path, record) is True and os.path.exists(path)
+    assert applied_record.save(path, record, check_mode=True) is False
+    assert applied_record.save(path, None, check_mode=True) is True and os.path.exists(path)
+    assert applied_record.save(path, None) is True and not os.path.exists(path)
+    assert applied_record.save(path, None) is False
