@@ -7,16 +7,25 @@ One ``Numatopology`` (``nodeinfo.volcano.sh/v1alpha1``, cluster-scoped, named as
 node. Its spec comes from what kubelet itself reports, never from its checkpoint files:
 
 - the policies kubelet runs, from its ``/configz`` (drop-ins and flags included), read at start,
-  every ``--resync`` seconds and whenever the PodResources API stops answering (a kubelet restart,
-  perhaps with a new policy);
+  about every ``--resync`` seconds (with the jitter below) and whenever the PodResources API stops
+  answering (a kubelet restart, perhaps with a new policy);
 - the free CPUs: PodResources' allocatable CPUs minus the CPUs its ``List`` shows assigned,
   asked every ``--period`` seconds;
 - the CPU details (NUMA node, socket, core) from sysfs, read again when CPUs go on- or offline.
 
-The object is written only when its content changes, and once at every start with the start time
-in an annotation: Volcano's scheduler only takes in a Numatopology it sees change, and one restarted
-publisher writing what was already there would otherwise leave the scheduler's view of the node
-as it was (volcano-sh/resource-exporter issue 7). The Node owns the object, so it goes with it.
+The object is written only when it differs from what the API server holds, and once at every start
+with the start time in an annotation: Volcano's scheduler only takes in a Numatopology it sees
+change, and one restarted publisher writing what was already there would otherwise leave the
+scheduler's view of the node as it was (volcano-sh/resource-exporter issue 7). The Node owns the
+object, so it goes with it.
+
+Requests to the API server, per node: one GET at start and at each resync (the object as the server
+holds it: a repair of what someone else changed), a PUT only when the content differs from it, and
+no GET before a PUT in between (the object the last answer carried is the base; its resourceVersion
+makes the server refuse it if it went stale, and then the object is read again). Each resync wait
+is ``resync`` times a random factor in [1 - jitter, 1 + jitter] (default 0.5: 30 to 90 s, 60 on
+average): publishers that a DaemonSet started together, or a whole cluster at once, do not come
+back to the API server in step, and the first waits alone spread them over a whole period.
 
 Only the object named as this node is ever read or written (``get``, ``create``, ``update``), and
 the API server holds it to that: numa.kube's ValidatingAdmissionPolicy refuses this service
@@ -25,9 +34,11 @@ kubelet receives the token too, so its serving certificate is checked first (``-
 default ``node-cert``: the node's own kubelet certificate, mounted from the host).
 """
 
+import copy
 import datetime
 import logging
 import os
+import random
 import signal
 import threading
 import time
@@ -47,7 +58,10 @@ def _now():
 
 class Publisher(object):
     def __init__(self, node_name, sysfs="/sys", pod_resources=None, api=None, kubelet=None, resync=60.0,
-                 pod_resources_errors=()):
+                 pod_resources_errors=(), jitter=0.5, rand=None, clock=None):
+        if not 0.0 <= jitter < 1.0:
+            raise ValueError("jitter %r: the resync waits are resync x [1 - jitter, 1 + jitter], so it must be at "
+                             "least 0 and below 1; give e.g. 0.5" % (jitter,))
         self.node_name = node_name
         self.sysfs = sysfs
         self.pod_resources = pod_resources
@@ -56,11 +70,20 @@ class Publisher(object):
         self.api = api or Client()
         self.kubelet = kubelet or kubelet_client(node_name=node_name)
         self.resync = resync
+        self.jitter = jitter
+        self.rand = rand or random.Random().random  # a source of floats in [0, 1): tests give their own
+        self.clock = clock or time.monotonic
         self.started = _now()
         self.cpus, self.cpu_signature = None, None
-        self.config, self.config_read_at = None, 0.0
-        self.written, self.written_at = None, 0.0
+        self.config, self.config_due = None, 0.0
+        # the content last written or found in place, when the object is next read from the API server,
+        # and the object as the server last showed it (a GET's answer or a write's)
+        self.written, self.resync_due, self.seen = None, 0.0, None
         self.node_uid = None
+
+    def wait(self):
+        """Seconds to the next resync: ``resync`` x a random factor in [1 - jitter, 1 + jitter]."""
+        return self.resync * (1.0 - self.jitter + 2.0 * self.jitter * self.rand())
 
     # sources ---------------------------------------------------------------------------------
     def _cpus(self):
@@ -71,15 +94,16 @@ class Publisher(object):
             self.cpu_signature = signature
         return self.cpus
 
-    def _kubelet_config(self, force=False):
-        if force or self.config is None or time.time() - self.config_read_at >= self.resync:
+    def _kubelet_config(self):
+        now = self.clock()
+        if self.config is None or now >= self.config_due:
             config = self.kubelet.get("/configz").get("kubeletconfig")
             if not isinstance(config, dict):
                 raise ApiError(0, "kubelet's /configz has no kubeletconfig")
             if self.config is not None and config != self.config:
                 LOG.info("kubelet's configuration changed: CPU Manager %s, Topology Manager %s",
                          config.get("cpuManagerPolicy"), config.get("topologyManagerPolicy"))
-            self.config, self.config_read_at = config, time.time()
+            self.config, self.config_due = config, now + self.wait()
         return self.config
 
     def desired(self):
@@ -103,23 +127,39 @@ class Publisher(object):
             self.node_uid = self.api.get("/api/v1/nodes/" + self.node_name)["metadata"]["uid"]
         return [{"apiVersion": "v1", "kind": "Node", "name": self.node_name, "uid": self.node_uid}]
 
-    def write(self, spec, annotations):
-        """Create or replace the object when it differs; True when something was written."""
-        path = COLLECTION + "/" + self.node_name
+    def _read(self, path):
         try:
-            current = self.api.get(path)
+            return self.api.get(path)
         except ApiError as exc:
             if exc.status != 404:
                 raise
-            current = None
+            return None
+
+    def _keep(self, answer, sent):
+        """The object as the server now holds it: its answer to a write (new resourceVersion) or what was sent."""
+        self.seen = copy.deepcopy(answer if isinstance(answer, dict) and answer.get("metadata") else sent)
+
+    def write(self, spec, annotations, fresh=True):
+        """Create or replace the object when it differs; True when something was written.
+
+        ``fresh``: compare with the object read now; otherwise with the one the server last showed
+        (read again, and the write tried once more, when the server refuses it as gone or stale).
+        """
+        path = COLLECTION + "/" + self.node_name
+        if fresh or self.seen is None:
+            fresh, self.seen = True, None
+            current = self._read(path)
+        else:
+            current = copy.deepcopy(self.seen)
         if current is None:
             body = {"apiVersion": numatopology.NUMATOPOLOGY_API, "kind": "Numatopology",
                     "metadata": {"name": self.node_name, "annotations": annotations,
                                  "labels": dict(numatopology.PUBLISHER_LABELS),
                                  "ownerReferences": self._owner()},
                     "spec": spec}
-            self.api.request("POST", COLLECTION, body)
+            self._keep(self.api.request("POST", COLLECTION, body), body)
             return True
+        self.seen = copy.deepcopy(current)
         metadata = current.setdefault("metadata", {})
         have = metadata.get("annotations") or {}
         labels = metadata.get("labels") or {}
@@ -133,11 +173,19 @@ class Publisher(object):
             metadata["labels"] = dict(labels, **numatopology.PUBLISHER_LABELS)
         metadata["annotations"] = dict(have, **annotations)
         current["spec"] = spec
-        self.api.request("PUT", path, current)  # carries resourceVersion: a conflict is retried next step
+        try:
+            # carries resourceVersion: the server refuses it (409) when the object changed meanwhile
+            answer = self.api.request("PUT", path, current)
+        except ApiError as exc:
+            self.seen = None
+            if fresh or exc.status not in (404, 409):
+                raise
+            return self.write(spec, annotations, fresh=True)
+        self._keep(answer, current)
         return True
 
     def step(self):
-        """One round: read the sources, write when the content moved (or at the resync)."""
+        """One round: read the sources; write when the content moved, read the object again at the resync."""
         try:
             spec, annotations = self.desired()
         except (ApiError,) + self.pod_resources_errors as exc:
@@ -145,10 +193,11 @@ class Publisher(object):
                         exc.details() if hasattr(exc, "details") else exc, _certificate_hint(exc))
             return False
         content = (spec, annotations)
-        if content == self.written and time.time() - self.written_at < self.resync:
+        due = self.clock() >= self.resync_due
+        if content == self.written and not due:
             return False
         try:
-            changed = self.write(spec, annotations)
+            changed = self.write(spec, annotations, fresh=due)
         except ApiError as exc:
             LOG.warning("could not write Numatopology %s: %s", self.node_name, exc)
             return False
@@ -157,7 +206,9 @@ class Publisher(object):
                      self.node_name, spec["numares"]["cpu"]["allocatable"] or "(none)",
                      spec["numares"]["cpu"]["capacity"], spec["policies"]["CPUManagerPolicy"],
                      spec["policies"]["TopologyManagerPolicy"])
-        self.written, self.written_at = content, time.time()
+        self.written = content
+        if due:
+            self.resync_due = self.clock() + self.wait()
         return changed
 
 

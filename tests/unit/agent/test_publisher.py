@@ -10,7 +10,10 @@ from __future__ import absolute_import, division, print_function
 
 import copy
 import os
+import random
 import sys
+
+import pytest
 
 from ansible_collections.numa.kube.tests.unit.plugins.sysfs_tree import two_socket_interleaved
 
@@ -39,23 +42,36 @@ class Kubelet(object):
 
 
 class Api(object):
-    """The objects by path; records the writes."""
+    """The objects by path; records every request, refuses a stale resourceVersion as the API server does."""
 
     def __init__(self):
         self.objects = {"/api/v1/nodes/" + NODE: {"metadata": {"name": NODE, "uid": "uid-1"}}}
-        self.writes = []
+        self.writes, self.requests, self.version = [], [], 0
 
     def get(self, path):
+        self.requests.append(("GET", path))
         if path not in self.objects:
             raise ApiError(404, "not found")
         return copy.deepcopy(self.objects[path])
 
     def request(self, method, path, body=None):
+        self.requests.append((method, path))
         self.writes.append(method)
         if method == "POST":
             path = path + "/" + body["metadata"]["name"]
-        self.objects[path] = copy.deepcopy(body)
-        return body
+        elif path not in self.objects:
+            raise ApiError(404, "not found")
+        elif body["metadata"].get("resourceVersion") != self.objects[path]["metadata"].get("resourceVersion"):
+            raise ApiError(409, "the object has been modified; please apply your changes to the latest version")
+        self.touch(path, body)
+        return copy.deepcopy(self.objects[path])
+
+    def touch(self, path, body):
+        """Store ``body`` as the server would: with a new resourceVersion."""
+        self.version += 1
+        body = copy.deepcopy(body)
+        body["metadata"]["resourceVersion"] = str(self.version)
+        self.objects[path] = body
 
 
 class PodResources(object):
@@ -73,9 +89,20 @@ class PodResources(object):
         return [{"name": "p", "containers": [{"name": "c", "cpu_ids": list(self.assigned_cpus)}]}]
 
 
-def publisher(tmp_path, api, kubelet, pods, resync=60.0):
+class Clock(object):
+    """Seconds that pass only when a test says so."""
+
+    def __init__(self):
+        self.now = 1000.0
+
+    def __call__(self):
+        return self.now
+
+
+def publisher(tmp_path, api, kubelet, pods, resync=60.0, **kwargs):
     sys_root, dummy = two_socket_interleaved(hyperthreading=False).write(str(tmp_path))
-    return Publisher(NODE, sys_root, pods, api=api, kubelet=kubelet, resync=resync, pod_resources_errors=(Down,))
+    return Publisher(NODE, sys_root, pods, api=api, kubelet=kubelet, resync=resync, pod_resources_errors=(Down,),
+                     **kwargs)
 
 
 def test_first_round_creates_the_object_owned_by_the_node(tmp_path):
@@ -148,3 +175,128 @@ def test_kubelet_config_unreadable_publishes_nothing(tmp_path):
     api = Api()
     assert not publisher(tmp_path, api, Refusing(STATIC), PodResources(allocatable=range(1, 8))).step()
     assert api.writes == []
+
+
+def test_an_unchanged_node_costs_one_read_per_resync_and_no_write(tmp_path):
+    api, kubelet, clock = Api(), Kubelet(STATIC), Clock()
+    pub = publisher(tmp_path, api, kubelet, PodResources(allocatable=range(1, 8)), clock=clock, rand=lambda: 0.5)
+    assert pub.step() and api.writes == ["POST"]
+    version = api.objects[PATH]["metadata"]["resourceVersion"]
+    del api.requests[:]
+    for unused in range(29):  # 58 s of 2 s rounds: not yet the resync (60 s with the factor 1.0)
+        clock.now += 2
+        assert not pub.step()
+    assert api.requests == [], "between resyncs an unchanged node asks the API server nothing"
+    for unused in range(3):
+        clock.now += 60
+        assert not pub.step()
+    assert api.requests == [("GET", PATH)] * 3, "each resync reads the object, and writes nothing when it is equal"
+    assert api.objects[PATH]["metadata"]["resourceVersion"] == version
+    assert kubelet.reads == 4, "kubelet's configuration is read again at each resync"
+
+
+def test_a_change_is_one_write_without_a_read_before_it(tmp_path):
+    api, pods, clock = Api(), PodResources(allocatable=range(1, 8)), Clock()
+    pub = publisher(tmp_path, api, Kubelet(STATIC), pods, clock=clock, rand=lambda: 0.5)
+    pub.step()
+    del api.requests[:]
+    for cpus in ([2], [2, 4], []):
+        pods.assigned_cpus = cpus
+        clock.now += 2
+        assert pub.step()
+    assert api.requests == [("PUT", PATH)] * 3
+    assert api.objects[PATH]["spec"]["numares"]["cpu"]["allocatable"] == "1-7"
+    assert api.objects[PATH]["metadata"]["resourceVersion"] == "4"
+
+
+def test_a_write_on_a_stale_object_reads_it_again_and_keeps_the_other_writers_fields(tmp_path):
+    api, pods, clock = Api(), PodResources(allocatable=range(1, 8)), Clock()
+    pub = publisher(tmp_path, api, Kubelet(STATIC), pods, clock=clock)
+    pub.step()
+    other = copy.deepcopy(api.objects[PATH])
+    other["metadata"]["annotations"]["example.org/note"] = "kept"
+    api.touch(PATH, other)  # someone else's write: the publisher's copy is now stale
+    del api.requests[:]
+    pods.assigned_cpus = [3]
+    clock.now += 2
+    assert pub.step()
+    assert api.requests == [("PUT", PATH), ("GET", PATH), ("PUT", PATH)]
+    obj = api.objects[PATH]
+    assert obj["spec"]["numares"]["cpu"]["allocatable"] == "1-2,4-7"
+    assert obj["metadata"]["annotations"]["example.org/note"] == "kept"
+
+
+def test_an_object_deleted_meanwhile_is_created_again_at_the_next_change(tmp_path):
+    api, pods, clock = Api(), PodResources(allocatable=range(1, 8)), Clock()
+    pub = publisher(tmp_path, api, Kubelet(STATIC), pods, clock=clock)
+    pub.step()
+    del api.objects[PATH]
+    del api.requests[:]
+    pods.assigned_cpus = [3]
+    clock.now += 2
+    assert pub.step()
+    assert [method for method, path in api.requests] == ["PUT", "GET", "POST"]
+    assert api.objects[PATH]["spec"]["numares"]["cpu"]["allocatable"] == "1-2,4-7"
+
+
+def test_a_write_the_server_refuses_is_tried_again_at_the_next_round(tmp_path):
+    class Failing(Api):
+        def request(self, method, path, body=None):
+            if self.fail:
+                self.requests.append((method, path))
+                raise ApiError(500, "etcdserver: request timed out")
+            return super(Failing, self).request(method, path, body)
+
+    api, pods, clock = Failing(), PodResources(allocatable=range(1, 8)), Clock()
+    api.fail = False
+    pub = publisher(tmp_path, api, Kubelet(STATIC), pods, clock=clock)
+    pub.step()
+    api.fail, pods.assigned_cpus = True, [3]
+    clock.now += 2
+    assert not pub.step()
+    api.fail = False
+    clock.now += 2
+    assert pub.step()
+    assert api.objects[PATH]["spec"]["numares"]["cpu"]["allocatable"] == "1-2,4-7"
+
+
+def test_resync_waits_follow_the_random_source_within_the_bounds(tmp_path):
+    def reads_at(draw):
+        """Seconds after the start at which the object is read again, for a source that always gives ``draw``."""
+        api, clock = Api(), Clock()
+        pub = publisher(tmp_path, api, Kubelet(STATIC), PodResources(allocatable=range(1, 8)), clock=clock,
+                        rand=lambda: draw, jitter=0.5)
+        start = clock.now
+        pub.step()
+        del api.requests[:]
+        reads = []
+        while len(reads) < 2:
+            clock.now += 1
+            pub.step()
+            if api.requests:
+                assert api.requests == [("GET", PATH)]
+                reads.append(clock.now - start)
+                del api.requests[:]
+        return reads
+
+    assert reads_at(0.0) == [30, 60], "the shortest wait is resync x (1 - jitter)"
+    assert reads_at(0.5) == [60, 120]
+    assert reads_at(0.999999) == [90, 180], "the longest wait is resync x (1 + jitter)"
+
+
+def test_publishers_started_together_come_back_spread_over_a_period():
+    waits = [Publisher(NODE, api=object(), kubelet=object(), rand=random.Random(seed).random).wait()
+             for seed in range(1000)]
+    assert all(30 <= w <= 90 for w in waits)
+    # every sixth of the 60 s window holds some of them: no clump, no empty stretch
+    bins = [0] * 6
+    for w in waits:
+        bins[min(int((w - 30) // 10), 5)] += 1
+    assert min(bins) > 100, bins
+    assert Publisher(NODE, api=object(), kubelet=object(), jitter=0).wait() == 60
+
+
+def test_a_jitter_outside_its_range_is_refused():
+    for jitter in (-0.1, 1.0):
+        with pytest.raises(ValueError, match="jitter .* below 1"):
+            Publisher(NODE, api=object(), kubelet=object(), jitter=jitter)
