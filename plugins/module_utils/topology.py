@@ -84,6 +84,37 @@ def format_cpu_list(cpus):
     return ",".join("%d" % a if a == b else "%d-%d" % (a, b) for a, b in ranges)
 
 
+def _listdir(path):
+    try:
+        return os.listdir(path)
+    except (IOError, OSError):
+        return []
+
+
+def read_file(path):
+    """The text of a small kernel file (sysfs, cgroupfs), or None when it cannot be read.
+
+    One ``read`` of up to 64 KiB without Python's buffered text layer: a sysfs or cgroup attribute
+    hands over its whole value in one read (they are at most a page, memory.numa_stat a few KiB).
+    """
+    try:
+        handle = os.open(path, os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        data = os.read(handle, 65536)
+        while len(data) % 65536 == 0 and data:  # a larger file: the rest, as it comes
+            more = os.read(handle, 65536)
+            if not more:
+                break
+            data += more
+    except OSError:
+        return None
+    finally:
+        os.close(handle)
+    return data.decode("utf-8", "replace")
+
+
 class SysfsReader(object):
     """Reads NUMA facts under ``sysfs_root`` (default /sys) and ``procfs_root`` (default /proc)."""
 
@@ -177,33 +208,57 @@ class SysfsReader(object):
         values = self._meminfo(self._read(os.path.join(self.proc, "meminfo")))
         return values.get("MemTotal"), values.get("MemFree")
 
-    def numa_nodes(self, online):
-        """Per-node facts, or None when the kernel has no NUMA support (no node folder)."""
+    def node_ids(self):
+        """The NUMA node ids (``node/online``, else the ``nodeN`` folders), or None without NUMA support."""
         node_dir = self._path("devices/system/node")
-        if not os.path.isdir(node_dir):
-            return None
         ids_text = self._read(os.path.join(node_dir, "online"))
         if ids_text is not None:
-            ids = parse_cpu_list(ids_text)
-        else:
-            ids = sorted(int(os.path.basename(p)[4:]) for p in glob.glob(os.path.join(node_dir, "node[0-9]*")))
+            return parse_cpu_list(ids_text)
+        if not os.path.isdir(node_dir):
+            return None
+        return sorted(int(name[4:]) for name in _listdir(node_dir) if name.startswith("node") and name[4:].isdigit())
+
+    def node_layout(self, online=None):
+        """What changes only when CPUs or nodes go on- or offline, per NUMA node: id, folder, its online
+        CPUs (all its CPUs when ``online`` is None), distances [(to node, value)] in node order and huge
+        page folders [(size as the kernel names it, e.g. 2048kB, folder)]. None without NUMA support."""
+        ids = self.node_ids()
         if not ids:
             return None
-        online_set = set(online)
-        nodes = []
+        online_set = set(online) if online is not None else None
+        node_dir = self._path("devices/system/node")
+        layout = []
         for node in ids:
             folder = os.path.join(node_dir, "node%d" % node)
-            cpus = [c for c in parse_cpu_list(self._read(os.path.join(folder, "cpulist"), "")) if c in online_set]
-            meminfo = self._meminfo(self._read(os.path.join(folder, "meminfo")), "Node %d " % node)
+            cpus = [c for c in parse_cpu_list(self._read(os.path.join(folder, "cpulist"), ""))
+                    if online_set is None or c in online_set]
+            raw = (self._read(os.path.join(folder, "distance")) or "").split()
+            huge_dir = os.path.join(folder, "hugepages")
+            sizes = sorted(name for name in _listdir(huge_dir) if name.startswith("hugepages-"))
+            layout.append({
+                "id": node,
+                "folder": folder,
+                "cpus": cpus,
+                "distances": [(ids[position], int(value)) for position, value in enumerate(raw) if position < len(ids)],
+                "hugepages": [(name[len("hugepages-"):], os.path.join(huge_dir, name)) for name in sizes],
+            })
+        return layout
+
+    def numa_nodes(self, online):
+        """Per-node facts, or None when the kernel has no NUMA support (no node folder)."""
+        if not os.path.isdir(self._path("devices/system/node")):
+            return None
+        layout = self.node_layout(online)
+        if not layout:
+            return None
+        nodes = []
+        for node in layout:
+            meminfo = self._meminfo(self._read(os.path.join(node["folder"], "meminfo")), "Node %d " % node["id"])
             mem_total = meminfo.get("MemTotal", 0)
             mem_free = meminfo.get("MemFree", 0)
-            raw = (self._read(os.path.join(folder, "distance")) or "").split()
-            distances = {}
-            for position, value in enumerate(raw):
-                if position < len(ids):
-                    distances[str(ids[position])] = int(value)
+            cpus = node["cpus"]
             nodes.append({
-                "id": node,
+                "id": node["id"],
                 "cpus": cpus,
                 "cpu_list": format_cpu_list(cpus),
                 "has_cpu": bool(cpus),
@@ -211,10 +266,21 @@ class SysfsReader(object):
                 "memory_total_bytes": mem_total,
                 "memory_free_bytes": mem_free,
                 "memory_used_bytes": max(mem_total - mem_free, 0),
-                "hugepages": self.hugepages(os.path.join(folder, "hugepages")),
-                "distances": distances,
+                "hugepages": self.hugepages(os.path.join(node["folder"], "hugepages")),
+                "distances": dict((str(other), value) for other, value in node["distances"]),
             })
         return nodes
+
+    def pci_numa(self):
+        """[(address, class, vendor, device, NUMA node or -1)] of every PCI device, as sysfs writes them."""
+        pci_dir = self._path("bus/pci/devices")
+        found = []
+        for address in sorted(_listdir(pci_dir)):
+            folder = os.path.join(pci_dir, address)
+            found.append((address, self._read(os.path.join(folder, "class"), ""),
+                          self._read(os.path.join(folder, "vendor"), ""), self._read(os.path.join(folder, "device"), ""),
+                          self._read_int(os.path.join(folder, "numa_node"), -1)))
+        return found
 
     def pci_devices(self):
         devices = {}
