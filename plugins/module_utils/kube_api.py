@@ -19,6 +19,11 @@ import re
 import time
 
 try:
+    from concurrent.futures import ThreadPoolExecutor
+except ImportError:  # Python 2 (sanity's compile test only): calls then run one after the other
+    ThreadPoolExecutor = None
+
+try:
     from urllib.parse import quote, unquote, urlsplit
 except ImportError:  # Python 2 (sanity's compile test only)
     from urllib import quote, unquote  # pylint: disable=no-name-in-module
@@ -56,6 +61,22 @@ RETRY_AFTER_TIMES = 10
 MIN_REQUEST_SECONDS = 5
 DEFAULT_WAIT_TIMEOUT = 300
 MAX_WAIT_TIMEOUT = 3600
+# the hard limit of a task whose waits run while things move (wait_ceiling): a day at most
+DEFAULT_WAIT_CEILING = 3600
+MAX_WAIT_CEILING = 86400
+# lists are read LIST_PAGE objects a request (the API server's own default page for kubectl is 500);
+# a continue token that expired (410) starts the list again, at most LIST_RESTARTS times
+LIST_PAGE = 500
+LIST_RESTARTS = 3
+# with this many objects or fewer left to look at, a GET each costs less than a LIST of all
+FEW_PENDING = 10
+# calls through the API server to kubelets or pods (nodes/proxy, pods/proxy): at most PROXY_WORKERS
+# at once, each given PROXY_TIMEOUT seconds to connect and between bytes
+PROXY_WORKERS = 8
+PROXY_TIMEOUT = 10
+# a metadata-only list (meta.k8s.io/v1 PartialObjectMetadataList, any resource since 1.15), JSON
+# objects as the fallback for a server that does not serve it
+METADATA_ONLY = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json"
 
 # The authentication options of every cluster-stack module (kubernetes.core's names and aliases).
 AUTH_ARGUMENT_SPEC = {
@@ -70,6 +91,16 @@ AUTH_ARGUMENT_SPEC = {
     "proxy": {"type": "str"},
     # not a connection option, but every cluster-stack module takes it the same way
     "adopt": {"type": "bool", "default": False},
+}
+
+# The rollout and wait options of the cluster-stack modules with a DaemonSet (doc fragment
+# numa.kube.stack_rollout): the DaemonSet's maxUnavailable, the share of unavailable nodes accepted,
+# the time a wait may go without progress and the task's hard limit.
+ROLLOUT_ARGUMENT_SPEC = {
+    "max_unavailable": {"type": "raw", "default": "10%"},
+    "unavailable_nodes_allowed": {"type": "raw", "default": "5%"},
+    "wait_timeout": {"type": "int", "default": DEFAULT_WAIT_TIMEOUT},
+    "wait_ceiling": {"type": "int", "default": DEFAULT_WAIT_CEILING},
 }
 
 # apiVersion and kind -> (plural, namespaced) for what the stacks deploy; no discovery round trips.
@@ -358,7 +389,10 @@ class KubeApi:
         self.sleep = time.sleep
         self.clock = clock
         self.timeout = (CONNECT_TIMEOUT, READ_TIMEOUT)
-        self.wait_timeout = params.get("wait_timeout") or DEFAULT_WAIT_TIMEOUT
+        # the task's hard limit: wait_ceiling where the module has it (its waits then run while
+        # things move, each failing after wait_timeout seconds without progress), else wait_timeout
+        self.limit_option = "wait_ceiling" if params.get("wait_ceiling") else "wait_timeout"
+        self.wait_timeout = params.get("wait_ceiling") or params.get("wait_timeout") or DEFAULT_WAIT_TIMEOUT
         self.deadline = clock() + self.wait_timeout
         self.adopt = bool(params.get("adopt"))
         self.stack = stack
@@ -394,8 +428,9 @@ class KubeApi:
         # a wait's last look lands on the deadline itself; a request more than MIN_REQUEST_SECONDS
         # past it belongs to a task that has run out of time
         if self.remaining() < -MIN_REQUEST_SECONDS:
-            raise KubeApiError("%s %s was not sent: the task's deadline (wait_timeout %s s) has passed; raise "
-                               "wait_timeout if the cluster needs longer" % (verb, path, self.wait_timeout))
+            raise KubeApiError("%s %s was not sent: the task's deadline (%s %s s) has passed; raise "
+                               "%s if the cluster needs longer" % (verb, path, self.limit_option, self.wait_timeout,
+                                                                    self.limit_option))
         params.setdefault("_request_timeout", self.request_timeout())
         retried = 0
         while True:
@@ -414,8 +449,8 @@ class KubeApi:
                     raise KubeApiError("%s (the same after %d retries)" % (message, retried), status)
                 if self.clock() + seconds > self.deadline:
                     raise KubeApiError("%s; the server asks to be asked again in %d s, past the task's deadline "
-                                       "(wait_timeout %s s): try later or raise wait_timeout"
-                                       % (message, seconds, self.wait_timeout), status)
+                                       "(%s %s s): try later or raise it"
+                                       % (message, seconds, self.limit_option, self.wait_timeout), status)
                 retried += 1
                 self.sleep(seconds)
             except Exception as exc:  # connection refused, TLS, timeouts: name the server
@@ -500,25 +535,87 @@ class KubeApi:
         self.request("DELETE", path, propagation_policy="Background")
         return True, comparable(before)
 
+    def list(self, path, page=LIST_PAGE, **params):
+        """Every item at ``path`` (a collection), read ``page`` at a time with limit and continue.
+        A continue token the server no longer holds (410 Expired: its snapshot left etcd's
+        compaction window) starts the list again from the first page, as client-go's pager falls
+        back to a full list, at most LIST_RESTARTS times."""
+        for restart in range(LIST_RESTARTS + 1):
+            items, token = [], None
+            try:
+                while True:
+                    query = dict(params, limit=page)
+                    if token:
+                        query["_continue"] = token
+                    answer = self.get(path, **query) or {}
+                    items.extend(answer.get("items") or [])
+                    token = (answer.get("metadata") or {}).get("continue")
+                    if not token:
+                        return items
+            except KubeApiError as exc:
+                if exc.status != 410 or not token or restart == LIST_RESTARTS:
+                    raise
+        return items  # not reached
+
     def nodes(self, selector=None):
         """The Nodes matching a label selector mapping (every Node for an empty one), by name."""
         params = {}
         if selector:
             params["label_selector"] = label_selector(selector, "node_selector")
-        items = self.get("/api/v1/nodes", **params).get("items", [])
-        return sorted(items, key=lambda node: node["metadata"]["name"])
+        return sorted(self.list("/api/v1/nodes", **params), key=lambda node: node["metadata"]["name"])
+
+    def named(self, list_path, names, metadata_only=False, **params):
+        """{name: the object or None} for ``names`` among the cluster-scoped objects at
+        ``list_path``: a GET each when FEW_PENDING or fewer are asked for, else one (paged) list."""
+        if len(names) <= FEW_PENDING:
+            return dict((name, self.get("%s/%s" % (list_path, quote(check_name(name, "name"), safe=""))))
+                        for name in names)
+        if metadata_only:
+            params["header_params"] = {"Accept": METADATA_ONLY}
+        found = dict((item["metadata"]["name"], item) for item in self.list(list_path, **params))
+        return dict((name, found.get(name)) for name in names)
 
     def kubelet_config(self, node):
         """The configuration the node's kubelet runs with (its /configz, through the API server)."""
-        answer = self.get("/api/v1/nodes/%s/proxy/configz" % quote(check_name(node, "node name"), safe=""))
+        answer = self.get("/api/v1/nodes/%s/proxy/configz" % quote(check_name(node, "node name"), safe=""),
+                          _request_timeout=self.proxy_timeout())
         if not isinstance(answer, dict) or "kubeletconfig" not in answer:
             raise KubeApiError("the kubelet of %s answered /configz without a kubeletconfig: %r" % (node, answer))
         return answer["kubeletconfig"]
 
-    def wait_for(self, check, timeout=None, interval=2.0):
-        """As the module-level wait_for, never past the task's deadline."""
+    def proxy_timeout(self):
+        """(connect, read) seconds for a call through the API server to a kubelet or a pod."""
+        connect_seconds, read_seconds = self.request_timeout()
+        return (min(connect_seconds, PROXY_TIMEOUT), min(read_seconds, PROXY_TIMEOUT))
+
+    def wait_for(self, check, timeout=None, interval=2.0, progress=None):
+        """As the module-level wait_for, never past the task's deadline. With ``progress`` (a
+        function of check's value, higher when further along) ``timeout`` is the time without
+        progress after which the wait fails, and the task's deadline its hard limit."""
+        if progress is not None:
+            from ansible_collections.numa.kube.plugins.module_utils.kube_wait import wait_progress
+
+            stall = DEFAULT_WAIT_TIMEOUT if timeout is None else timeout
+            return wait_progress(check, stall, max(self.remaining(), 0), progress, interval,
+                                 clock=self.clock, sleep=self.sleep)
         limit = self.remaining() if timeout is None else min(timeout, self.remaining())
         return wait_for(check, max(limit, 0), interval, clock=self.clock, sleep=self.sleep)
+
+
+def bounded_map(function, items, workers=PROXY_WORKERS):
+    """{item: (function(item), None) or (None, the KubeApiError it raised)} with at most
+    ``workers`` calls at once (each call bounds its own time: requests carry their timeouts)."""
+    def call(item):
+        try:
+            return item, (function(item), None)
+        except KubeApiError as exc:
+            return item, (None, exc)
+
+    items = list(items)
+    if ThreadPoolExecutor is None or len(items) <= 1 or workers <= 1:
+        return dict(call(item) for item in items)
+    with ThreadPoolExecutor(max_workers=min(workers, len(items))) as pool:
+        return dict(pool.map(call, items))
 
 
 def retry_after(exc):
@@ -631,9 +728,14 @@ def connect(module, stack=None):
     for value in secret_values(module.params):
         module.no_log_values.add(value)
     timeout = module.params.get("wait_timeout")
+    ceiling = module.params.get("wait_ceiling")
     if timeout is not None and not 1 <= timeout <= MAX_WAIT_TIMEOUT:
-        module.fail_json(msg="wait_timeout must be between 1 and %d seconds (it bounds the whole task), got %s"
-                             % (MAX_WAIT_TIMEOUT, timeout))
+        module.fail_json(msg="wait_timeout must be between 1 and %d seconds (%s), got %s"
+                             % (MAX_WAIT_TIMEOUT, "how long a wait may go without progress" if "wait_ceiling"
+                                in module.params else "it bounds the whole task", timeout))
+    if ceiling is not None and not 1 <= ceiling <= MAX_WAIT_CEILING:
+        module.fail_json(msg="wait_ceiling must be between 1 and %d seconds (the hard limit of the whole task, "
+                             "however its waits move), got %s" % (MAX_WAIT_CEILING, ceiling))
     try:
         return KubeApi(module.params, stack=stack)
     except KubeApiError as exc:

@@ -9,6 +9,12 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import re
+import time
+
+_monotonic = time.monotonic
+_sleep = time.sleep
+
 
 def _seen(obj):
     """Whether the controller has acted on the object's latest spec."""
@@ -16,9 +22,10 @@ def _seen(obj):
     return status.get("observedGeneration", 0) >= (obj.get("metadata") or {}).get("generation", 0)
 
 
-def daemonset_ready(daemonset, nodes):
+def daemonset_ready(daemonset, nodes, tolerated=0):
     """A DaemonSet expected on ``nodes`` nodes: its controller saw the latest spec, it wants a pod on
-    at least that many nodes, and every pod it wants runs that spec and is available."""
+    at least that many nodes, and every pod it wants runs that spec and is available, but for
+    ``tolerated`` nodes (unavailable ones the task accepts: their pod may be old or down)."""
     if daemonset is None:
         return False, "the DaemonSet is not there"
     status = daemonset.get("status") or {}
@@ -26,7 +33,10 @@ def daemonset_ready(daemonset, nodes):
     updated = status.get("updatedNumberScheduled", 0)
     available = status.get("numberAvailable", 0)
     text = "%d of %d pods updated, %d available, on %d selected nodes" % (updated, desired, available, nodes)
-    done = _seen(daemonset) and desired >= nodes and updated == desired and available == desired
+    if tolerated:
+        text += " (%d unavailable node%s accepted)" % (tolerated, "" if tolerated == 1 else "s")
+    done = (_seen(daemonset) and desired >= nodes - tolerated and updated >= desired - tolerated
+            and available >= desired - tolerated)
     return done, text
 
 
@@ -53,3 +63,147 @@ def pod_running(pod):
     phase = (pod.get("status") or {}).get("phase") or "Pending"
     deleting = bool((pod.get("metadata") or {}).get("deletionTimestamp"))
     return phase == "Running" and not deleting, phase + (" (being deleted)" if deleting else "")
+
+
+# --- counts and shares of nodes -------------------------------------------------------------------
+
+_PERCENT = re.compile(r"^([0-9]+)%$")
+
+
+def count_or_percent(value, option, minimum=0):
+    """``value`` as Kubernetes writes an IntOrString (an int, or "N%" with 0-100), checked: the int
+    or the "N%" string; ValueError naming the option, the rule and the fix. A string of digits
+    counts as an int (Ansible passes role variables as strings)."""
+    text = str(value).strip() if value is not None else ""
+    match = _PERCENT.match(text)
+    if match and minimum <= int(match.group(1)) <= 100 and not isinstance(value, bool):
+        return "%d%%" % int(match.group(1))
+    if not isinstance(value, bool) and re.match(r"^[0-9]+$", text) and int(text) >= minimum:
+        return int(text)
+    raise ValueError("%s must be a count of nodes (an integer of at least %d) or a percentage of them "
+                     "(\"%d%%\" to \"100%%\"), got %r: write it as e.g. 5 or \"10%%\""
+                     % (option, minimum, minimum, value))
+
+
+def scaled(value, total, round_up):
+    """The count ``value`` (from count_or_percent) stands for among ``total``: a percentage rounded
+    up (as Kubernetes scales maxUnavailable) or down (as a tolerated share should be)."""
+    if isinstance(value, int):
+        return value
+    share = int(value[:-1]) * total
+    return (share + 99) // 100 if round_up else share // 100
+
+
+def max_unavailable(value, option="max_unavailable"):
+    """A DaemonSet's spec.updateStrategy.rollingUpdate.maxUnavailable. Kubernetes' rule
+    (pkg/apis/apps/validation ValidateRollingUpdateDaemonSet; apps/v1 RollingUpdateDaemonSet): an
+    int or a percentage of the nodes that should run the pod, rounded up; at most 100%; not 0 while
+    maxSurge is 0 (numa.kube's DaemonSets never surge: the exporter holds a host port)."""
+    return count_or_percent(value, option, minimum=1)
+
+
+def node_ready(node):
+    """Whether a Node's Ready condition is True (False: kubelet says it is not; Unknown: the node
+    controller has not heard from kubelet for its grace period)."""
+    for condition in (node.get("status") or {}).get("conditions") or []:
+        if condition.get("type") == "Ready":
+            return condition.get("status") == "True"
+    return False
+
+
+# --- waits that run while things move ---------------------------------------------------------------
+
+class WaitOutcome(tuple):
+    """(done, the last value, seconds waited), with ``reason``: done, stalled (nothing improved for
+    the stall window) or ceiling (the task's hard limit came first)."""
+
+    def __new__(cls, done, value, waited, reason):
+        outcome = tuple.__new__(cls, (done, value, waited))
+        outcome.reason = reason
+        return outcome
+
+
+def wait_progress(check, stall, ceiling, progress, interval=2.0, clock=None, sleep=None):
+    """Call ``check`` (which returns (done, value)) until done. The wait fails when
+    ``progress(value)`` (a comparable: higher is further along) has not passed its best for
+    ``stall`` seconds, or when ``ceiling`` seconds have passed whatever happens. A value that only
+    comes back to an earlier best (a pod that restarts again and again) is no progress."""
+    clock = clock or _monotonic
+    sleep = sleep or _sleep
+    started = clock()
+    best, improved = None, started
+    while True:
+        done, value = check()
+        now = clock()
+        waited = now - started
+        if done:
+            return WaitOutcome(True, value, waited, "done")
+        score = progress(value)
+        if best is None or score > best:
+            best, improved = score, now
+        if now - improved >= stall:
+            return WaitOutcome(False, value, waited, "stalled")
+        if waited >= ceiling:
+            return WaitOutcome(False, value, waited, "ceiling")
+        sleep(max(min(interval, improved + stall - now, ceiling - waited), 0.1))
+
+
+def why_waiting_ended(outcome, stall):
+    """The end of a failed wait in words, naming the option that bounds it."""
+    if getattr(outcome, "reason", None) == "stalled":
+        return ("nothing moved for %d s (wait_timeout; the wait runs on as long as something moves), after %d s "
+                "in all" % (stall, outcome[2]))
+    if getattr(outcome, "reason", None) == "ceiling":
+        return "the task reached its hard limit (wait_ceiling) after %d s, still moving" % outcome[2]
+    return "not done within %d s" % outcome[2]
+
+
+def daemonset_progress(daemonset):
+    """How far a DaemonSet's rollout has come, comparable: the generation its controller has seen,
+    then its pods on the new spec (a wave's new pods count once created, however long their start
+    takes), then its pods available (a pod that turns ready; one that only comes back after a
+    crash does not pass the best seen)."""
+    status = (daemonset or {}).get("status") or {}
+    return (status.get("observedGeneration", 0), status.get("updatedNumberScheduled", 0),
+            status.get("numberAvailable", 0))
+
+
+def deployment_progress(deployment):
+    """How far a Deployment's rollout has come, comparable as daemonset_progress."""
+    status = (deployment or {}).get("status") or {}
+    return (status.get("observedGeneration", 0), status.get("updatedReplicas", 0),
+            status.get("availableReplicas", 0), -status.get("replicas", 0))
+
+
+def wait_daemonset(get, nodes, wait_for, stall, tolerated=0):
+    """Wait for the DaemonSet ``get()`` returns to roll out on ``nodes`` nodes (of which
+    ``tolerated`` may lack an updated, available pod); the outcome's value is the status in words."""
+    def check():
+        daemonset = get()
+        done, text = daemonset_ready(daemonset, nodes, tolerated)
+        return done, (text, daemonset_progress(daemonset))
+
+    outcome = wait_for(check, stall, progress=lambda value: value[1])
+    return WaitOutcome(outcome[0], outcome[1][0], outcome[2], getattr(outcome, "reason", "done"))
+
+
+def wait_pending(names, prove, wait_for, stall):
+    """Prove each of ``names``: ``prove(pending)`` looks at the names not yet proven and returns
+    {name: None when proven, else why not}. A name proven is never looked at again. Progress is
+    the count proven. The outcome's value is {name: why not} for those left."""
+    proven = set()
+    why = {}
+
+    def check():
+        pending = [name for name in names if name not in proven]
+        for name, problem in prove(pending).items():
+            if problem is None:
+                proven.add(name)
+                why.pop(name, None)
+            else:
+                why[name] = problem
+        left = dict((name, why.get(name, "not looked at yet")) for name in names if name not in proven)
+        return not left, (len(proven), left)
+
+    outcome = wait_for(check, stall, progress=lambda value: value[0])
+    return WaitOutcome(outcome[0], outcome[1][1], outcome[2], getattr(outcome, "reason", "done"))

@@ -24,6 +24,7 @@ import re
 
 from ansible_collections.numa.kube.plugins.module_utils.kube_api import (
     KubeApiError,
+    bounded_map,
     check_name,
     check_namespace,
     comparable,
@@ -31,8 +32,21 @@ from ansible_collections.numa.kube.plugins.module_utils.kube_api import (
     label_selector,
     option_problems,
 )
-from ansible_collections.numa.kube.plugins.module_utils.kube_wait import daemonset_ready
-from ansible_collections.numa.kube.plugins.module_utils.resource_plugin import DEFAULT_TOLERATIONS
+from ansible_collections.numa.kube.plugins.module_utils.kube_wait import (
+    max_unavailable,
+    wait_daemonset,
+    wait_pending,
+    why_waiting_ended,
+)
+from ansible_collections.numa.kube.plugins.module_utils.resource_plugin import (
+    DEFAULT_MAX_UNAVAILABLE,
+    DEFAULT_TOLERATIONS,
+    allowed_down,
+    not_ready,
+    share_problems,
+    too_many_down,
+    warn_down,
+)
 
 try:
     from cryptography import x509
@@ -72,6 +86,11 @@ ROTATION_ANNOTATION = "numa.kube/ca-rotation-started"
 SYSFS_MOUNTS = (("sys-devices", "/sys/devices"), ("sys-pci-devices", "/sys/bus/pci/devices"),
                 ("sys-cgroup", "/sys/fs/cgroup"))
 HOST_ROOT = "/host"
+# once the DaemonSet says every pod runs the new spec and is available (kubelet's readiness probe
+# asks each exporter's /healthz), the exporters of this many nodes, spread over the selection, are
+# asked through the API server (/healthz with the certificate, /metrics without a token): the
+# proof that Prometheus' way in (TLS, authentication) works, without a request to every node
+SERVING_SAMPLE = 3
 
 
 class MonitoringError(Exception):
@@ -159,7 +178,8 @@ def daemonset(params):
     meta = _meta(params)
     return {"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": meta, "spec": {
         "selector": {"matchLabels": {"app": APP, "app.kubernetes.io/instance": params["name"]}},
-        "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1}},
+        "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": max_unavailable(
+            params.get("max_unavailable", DEFAULT_MAX_UNAVAILABLE))}},
         "template": {"metadata": {"labels": dict(meta["labels"])}, "spec": pod_spec}}}
 
 
@@ -592,7 +612,7 @@ def operator_installed(api):
 _SERVED = re.compile(r"^certificate-sha256: ([0-9a-f]{64})$", re.M)
 
 
-def exporter_answers(api, params, pod, fingerprint=None):
+def exporter_answers(api, params, pod, fingerprint=None, health_only=False):
     """None when the exporter in ``pod`` serves as it should, else why not. Asked through the API
     server's pod proxy, which passes on no credentials: /healthz answers ok and names the
     certificate served (the Secret's current one, ``fingerprint``, when given), and /metrics
@@ -601,7 +621,7 @@ def exporter_answers(api, params, pod, fingerprint=None):
     base = "/api/v1/namespaces/%s/pods/https:%s:%d/proxy" % (
         check_namespace(params["namespace"]), check_name(pod["metadata"]["name"], "pod name"), params["port"])
     try:
-        health = api.request("GET", base + "/healthz", text=True)
+        health = api.request("GET", base + "/healthz", text=True, **_proxy_timeout(api))
     except KubeApiError as exc:
         return "its /healthz does not answer: %s" % exc
     if not health.startswith("ok"):
@@ -612,8 +632,10 @@ def exporter_answers(api, params, pod, fingerprint=None):
     if fingerprint and served.group(1) != fingerprint:
         return ("it serves the certificate sha256:%s, not the Secret's sha256:%s (kubelet has not updated its "
                 "Secret volume yet)" % (served.group(1)[:16], fingerprint[:16]))
+    if health_only:
+        return None
     try:
-        text = api.request("GET", base + "/metrics", text=True)
+        text = api.request("GET", base + "/metrics", text=True, **_proxy_timeout(api))
     except KubeApiError as exc:
         if params["exporter_authentication"] and exc.status == 401:
             return None
@@ -624,20 +646,56 @@ def exporter_answers(api, params, pod, fingerprint=None):
     return None if "numa_node_cpus_count" in text else "its /metrics has no numa_node_cpus_count"
 
 
-def exporter_states(api, params, names, fingerprint=None):
-    """{node: "serving" or why not} for each of ``names`` (selected nodes), from their exporter pods."""
-    selector = label_selector({"app": APP, "app.kubernetes.io/instance": params["name"]})
-    pods = (api.get("/api/v1/namespaces/%s/pods" % check_namespace(params["namespace"]),
-                    label_selector=selector) or {}).get("items", [])
-    state = {}
+def _proxy_timeout(api):
+    """The request option that gives a call through the pod proxy its own (short) timeouts."""
+    timeout = getattr(api, "proxy_timeout", None)
+    return {"_request_timeout": timeout()} if timeout else {}
+
+
+def _running(pod):
+    return (pod.get("status") or {}).get("phase") == "Running" and not (pod.get("metadata") or {}).get(
+        "deletionTimestamp")
+
+
+def exporter_pods(api, params, node=None):
+    """The stack's exporter pods that run (on ``node`` alone when given), by node."""
+    query = {"label_selector": label_selector({"app": APP, "app.kubernetes.io/instance": params["name"]})}
+    if node:
+        query["field_selector"] = "spec.nodeName=%s" % check_name(node, "node name")
+    path = "/api/v1/namespaces/%s/pods" % check_namespace(params["namespace"])
+    pods = api.list(path, **query) if hasattr(api, "list") else (api.get(path, **query) or {}).get("items", [])
+    found = {}
     for pod in pods:
-        node = (pod.get("spec") or {}).get("nodeName")
-        if node in names and (pod.get("status") or {}).get("phase") == "Running" and node not in state:
-            why = exporter_answers(api, params, pod, fingerprint)
-            state[node] = "serving" if why is None else why
+        name = (pod.get("spec") or {}).get("nodeName")
+        if _running(pod) and name not in found:
+            found[name] = pod
+    return found
+
+
+def exporter_states(api, params, names, fingerprint=None, health_only=False):
+    """{node: "serving" or why not} for each of ``names`` (selected nodes), from their exporter pods
+    (one list of the pods; then a few nodes at a time, PROXY_WORKERS)."""
+    pods = exporter_pods(api, params)
+    asked = [node for node in names if node in pods]
+    answers = bounded_map(lambda node: exporter_answers(api, params, pods[node], fingerprint, health_only), asked)
+    state = {}
     for node in names:
-        state.setdefault(node, "no running exporter pod")
+        if node not in pods:
+            state[node] = "no running exporter pod"
+        else:
+            why, error = answers[node]
+            state[node] = "serving" if why is None and error is None else why or str(error)
     return state
+
+
+def spread(names, count):
+    """``count`` of ``names`` (sorted) spread evenly over them: the first, the last, between."""
+    names = sorted(names)
+    if len(names) <= count:
+        return names
+    if count == 1:
+        return names[:1]
+    return sorted(set(names[(len(names) - 1) * index // (count - 1)] for index in range(count)))
 
 
 _DURATION = re.compile(r"^(\d+(ms|s|m|h|d|w|y))+$")
@@ -653,6 +711,7 @@ def check_params(params):
         more.append(lambda: check_name(params["tls_secret"], "tls_secret"))
     problems = option_problems(params, ("node_selector", "labels", "service_monitor_labels", "rule_labels",
                                         "dashboard_labels"), more)
+    problems.extend(share_problems(params))
     if not _DURATION.match(str(params.get("interval") or "")):
         problems.append("interval must be a Prometheus duration such as 30s or 1m30s, got %r" % params.get("interval"))
     if not 1 <= params["port"] <= 65535:
@@ -699,6 +758,10 @@ def run(api, params, check_mode, wait_for):
     if not names:
         raise MonitoringError(["no Node matches node_selector %r: the exporter would run nowhere"
                                % (params.get("node_selector") or {})])
+    allowed = allowed_down(params, len(names))
+    down = not_ready(nodes)
+    if len(down) > allowed:
+        raise MonitoringError([too_many_down(down, allowed, len(names), "Nothing was applied")])
     if params.get("tls_secret"):  # the user's: refused before anything is applied, never changed
         user_note, fingerprint = user_secret(api, params)
     # nothing of the stack's names that numa.kube did not make is taken over (unless adopt)
@@ -728,8 +791,9 @@ def run(api, params, check_mode, wait_for):
         result["tls"] = "Secret %s/%s would be made" % (params["namespace"], tls_secret_name(params))
         fingerprint = None
     else:
+        # whether every exporter serves the current certificate: /healthz alone names it
         changed, before, after, result["tls"], fingerprint = own_secret(
-            api, params, check_mode, lambda served: exporter_states(api, params, names, served))
+            api, params, check_mode, lambda served: exporter_states(api, params, names, served, health_only=True))
     record("Secret %s/%s" % (params["namespace"], tls_secret_name(params)), changed, before, after)
     for obj in objects(params, operator):
         changed, before, after = apply(obj)
@@ -737,22 +801,39 @@ def run(api, params, check_mode, wait_for):
     if check_mode or not params["wait"]:
         return result
 
+    warn_down(result, down)
     namespace, name = check_namespace(params["namespace"]), check_name(params["name"], "name")
     ds_path = "/apis/apps/v1/namespaces/%s/daemonsets/%s" % (namespace, name)
-    done, text, waited = wait_for(lambda: daemonset_ready(api.get(ds_path), len(names)), params["wait_timeout"])
+    stall = params["wait_timeout"]
+    outcome = wait_daemonset(lambda: api.get(ds_path), len(names), wait_for, stall, len(down))
+    done, text, waited = outcome
     if not done:
-        raise MonitoringError(["the DaemonSet %s/%s did not roll out within %d s: %s"
-                               % (params["namespace"], params["name"], waited, text)], result)
+        raise MonitoringError(["the DaemonSet %s/%s did not roll out: %s; %s"
+                               % (params["namespace"], params["name"], why_waiting_ended(outcome, stall), text)],
+                              result)
     result["rollout_seconds"] = round(waited, 1)
 
-    def serving():
-        state = exporter_states(api, params, names, fingerprint)
-        return all(value == "serving" for value in state.values()), state
+    # a sample, each node asked until its exporter serves and then left alone
+    sample = spread([node for node in names if node not in down], SERVING_SAMPLE)
+    state = result["nodes"]
 
-    done, state, waited = wait_for(serving, params["wait_timeout"])
-    result["nodes"] = state
-    if not done:
-        raise MonitoringError(["the exporter does not serve on every selected node within %d s: %s"
-                               % (waited, "; ".join("%s: %s" % item for item in sorted(state.items())
-                                                    if item[1] != "serving"))], result)
+    def serving(pending):
+        pods = {}
+        for node in pending:
+            pods.update(exporter_pods(api, params, node))
+        answers = bounded_map(lambda node: exporter_answers(api, params, pods[node], fingerprint),
+                              [node for node in pending if node in pods])
+        found = {}
+        for node in pending:
+            why, error = answers.get(node, ("no running exporter pod", None))
+            found[node] = None if why is None and error is None else why or str(error)
+            state[node] = found[node] or "serving"
+        return found
+
+    outcome = wait_pending(sample, serving, wait_for, stall)
+    if not outcome[0]:
+        raise MonitoringError(["the exporter does not serve on %s (%d nodes asked of %d selected): %s; %s"
+                               % (", ".join(sorted(outcome[1])), len(sample), len(names),
+                                  why_waiting_ended(outcome, stall),
+                                  "; ".join("%s: %s" % item for item in sorted(outcome[1].items())))], result)
     return result

@@ -15,11 +15,20 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 from ansible_collections.numa.kube.plugins.module_utils.kube_api import (
+    bounded_map,
     check_namespace,
     label_selector,
     option_problems,
 )
-from ansible_collections.numa.kube.plugins.module_utils.kube_wait import daemonset_ready
+from ansible_collections.numa.kube.plugins.module_utils.kube_wait import (
+    count_or_percent,
+    max_unavailable,
+    node_ready,
+    scaled,
+    wait_daemonset,
+    wait_pending,
+    why_waiting_ended,
+)
 
 APP = "numa-resource-plugin"
 RESOURCE_PREFIX = "numa-align/numa-"
@@ -28,6 +37,11 @@ DEFAULT_SOCKET_DIR = "/var/lib/kubelet/device-plugins"
 DEFAULT_TOLERATIONS = [{"key": "CriticalAddonsOnly", "operator": "Exists"},
                        {"operator": "Exists", "effect": "NoSchedule"}]
 DEFAULT_RESOURCES = {"requests": {"cpu": "10m", "memory": "48Mi"}, "limits": {"memory": "128Mi"}}
+# a DaemonSet rollout takes down at most this share of the nodes at once (rounded up, as Kubernetes
+# scales it: one node of up to ten); the share of selected nodes that may be NotReady or have a
+# kubelet that does not answer, left out of the proof and named (rounded down: none of fewer than 20)
+DEFAULT_MAX_UNAVAILABLE = "10%"
+DEFAULT_UNAVAILABLE_NODES_ALLOWED = "5%"
 # kubelet lists every device of a resource in the Node's status and in each ListAndWatch answer;
 # far more slots than pods a node can run (110 by default, 250 at most on EKS) only costs
 MAX_CAPACITY = 1000
@@ -79,7 +93,8 @@ def objects(params):
          "data": {"NUMA_CAPACITY": str(params["capacity"]), "NUMA_SOCKET_DIR": socket_dir}},
         {"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": dict(meta), "spec": {
             "selector": {"matchLabels": selector},
-            "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1}},
+            "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": max_unavailable(
+                params.get("max_unavailable", DEFAULT_MAX_UNAVAILABLE))}},
             "template": {"metadata": {"labels": dict(meta["labels"])}, "spec": pod_spec}}},
     ]
 
@@ -159,8 +174,55 @@ def check_params(params):
                         "one NUMA node can take; kubelet lists every device), got %d" % (MAX_CAPACITY, params["capacity"]))
     if not str(params.get("socket_dir") or "").startswith("/"):
         problems.append("socket_dir must be an absolute path on the nodes, got %r" % params.get("socket_dir"))
+    problems.extend(share_problems(params))
     if problems:
         raise PluginError(problems)
+
+
+def share_problems(params):
+    """What is wrong with max_unavailable and unavailable_nodes_allowed (shared by every stack
+    with a DaemonSet)."""
+    problems = []
+    for option, check in (("max_unavailable", max_unavailable),
+                          ("unavailable_nodes_allowed", lambda value: count_or_percent(value, option))):
+        if option in params:
+            try:
+                check(params[option])
+            except ValueError as exc:
+                problems.append(str(exc))
+    return problems
+
+
+def allowed_down(params, selected):
+    """How many of ``selected`` nodes may be unavailable (unavailable_nodes_allowed, rounded down)."""
+    value = count_or_percent(params.get("unavailable_nodes_allowed", 0), "unavailable_nodes_allowed")
+    return scaled(value, selected, round_up=False)
+
+
+def not_ready(nodes):
+    """{name: why} for the Nodes whose Ready condition is not True."""
+    found = {}
+    for node in nodes:
+        if not node_ready(node):
+            status = [c for c in (node.get("status") or {}).get("conditions") or [] if c.get("type") == "Ready"]
+            found[node["metadata"]["name"]] = ("NotReady (Ready %s: %s)" % (status[0].get("status"), status[0].get(
+                "reason") or "no reason given") if status else "NotReady (no Ready condition yet)")
+    return found
+
+
+def too_many_down(down, allowed, selected, what):
+    """The refusal when more nodes are unavailable than accepted, naming each."""
+    return ("%d of the %d selected nodes are unavailable and unavailable_nodes_allowed accepts %d: %s. %s; bring "
+            "them back, leave them out with the node selector, or raise unavailable_nodes_allowed"
+            % (len(down), selected, allowed, "; ".join("%s: %s" % item for item in sorted(down.items())), what))
+
+
+def warn_down(result, down):
+    result["unavailable_nodes"] = dict(down)
+    if down:
+        result.setdefault("warnings", []).append(
+            "left out as unavailable (within unavailable_nodes_allowed): %s"
+            % "; ".join("%s: %s" % item for item in sorted(down.items())))
 
 
 def planned_selection(nodes, selector, planned):
@@ -200,10 +262,14 @@ def run(api, params, check_mode, wait_for):
                 result["changed"] = True
                 result["diff"].append({"before": before, "after": {}, "before_header": describe_ref(obj)})
         if params["wait"] and not check_mode and result["changed"]:
-            done, _value, waited = wait_for(lambda: (not _pods_of(api, params), None), params["wait_timeout"])
-            if not done:
-                raise PluginError(["the plugin's pods were still there %d s after the DaemonSet was deleted"
-                                   % waited], result)
+            def gone():
+                left = len(_pods_of(api, params))
+                return not left, left
+
+            outcome = wait_for(gone, params["wait_timeout"], progress=lambda left: -left)
+            if not outcome[0]:
+                raise PluginError(["%d of the plugin's pods were still there after the DaemonSet was deleted: %s"
+                                   % (outcome[1], why_waiting_ended(outcome, params["wait_timeout"]))], result)
         return result
 
     # a preview reads what the same run's node phase would leave, where the caller knows it
@@ -217,12 +283,24 @@ def run(api, params, check_mode, wait_for):
         raise PluginError(["no Node matches node_selector %r: the plugin would run nowhere; label the nodes "
                            "that should advertise numa-align/numa-N or change node_selector"
                            % (params.get("node_selector") or {})])
+    allowed = allowed_down(params, len(names))
+    down = dict((name, why) for name, why in not_ready(nodes).items() if name not in planned)
+    # each kubelet's configuration, a few at a time; one that does not answer is unavailable
+    asked = [name for name in names if name not in planned and name not in down]
+    answers = bounded_map(api.kubelet_config, asked)
     problems = []
     for name in names:
-        config = planned[name] if name in planned else api.kubelet_config(name)
+        if name in down:
+            continue
+        config, error = (planned[name], None) if name in planned else answers[name]
+        if error is not None:
+            down[name] = "its kubelet's /configz does not answer: %s" % error
+            continue
         problems.extend(alignment_problems(name, config))
     if problems:
         raise PluginError(problems)
+    if len(down) > allowed:
+        raise PluginError([too_many_down(down, allowed, len(names), "Nothing was applied")])
 
     api.claim(stack)
     for obj in stack:
@@ -232,32 +310,48 @@ def run(api, params, check_mode, wait_for):
             result["changed"] = True
             result["diff"].append({"before": before, "after": after, "before_header": describe_ref(obj),
                                    "after_header": describe_ref(obj)})
+    warn_down(result, down)
     if check_mode or not params["wait"]:
         return result
 
+    stall = params["wait_timeout"]
     daemonset = stack[-1]
     ds_path = "/apis/apps/v1/namespaces/%s/daemonsets/%s" % (params["namespace"], params["name"])
-    done, text, waited = wait_for(lambda: daemonset_ready(api.get(ds_path), len(names)), params["wait_timeout"])
+    outcome = wait_daemonset(lambda: api.get(ds_path), len(names), wait_for, stall, len(down))
+    done, text, waited = outcome
     if not done:
-        raise PluginError(["the DaemonSet %s/%s did not roll out within %d s: %s"
-                           % (params["namespace"], daemonset["metadata"]["name"], waited, text)], result)
+        raise PluginError(["the DaemonSet %s/%s did not roll out: %s; %s"
+                           % (params["namespace"], daemonset["metadata"]["name"], why_waiting_ended(outcome, stall),
+                              text)], result)
     result["rollout_seconds"] = round(waited, 1)
 
-    def advertised():
-        found = {}
-        missing = []
-        for node in api.nodes(params.get("node_selector")):
-            name = node["metadata"]["name"]
-            found[name] = dict(("%s%d" % (RESOURCE_PREFIX, numa), count)
-                               for numa, count in sorted(numa_resources(node).items()))
-            missing.extend(allocatable_problems(node, params["capacity"], _expected_ids(params, name)))
-        return not missing, (found, missing)
+    found = result["nodes"]
+    selector = params.get("node_selector") or {}
 
-    done, (found, missing), waited = wait_for(advertised, params["wait_timeout"])
-    result["nodes"] = found
-    if not done:
-        raise PluginError(["the plugin runs but kubelet does not show its resources within %d s: %s"
-                           % (waited, "; ".join(missing))], result)
+    def advertised(pending):
+        """Each pending node's allocatable: one list of Nodes (a GET each when few are left)."""
+        answers = {}
+        params_ = {"label_selector": label_selector(selector, "node_selector")} if selector else {}
+        for name, node in api.named("/api/v1/nodes", pending, **params_).items():
+            if node is None:
+                answers[name] = "%s: the Node is gone" % name
+            elif not node_ready(node) and (name in down or len(down) < allowed):
+                down[name] = not_ready([node])[name]
+                answers[name] = None
+            else:
+                missing = allocatable_problems(node, params["capacity"], _expected_ids(params, name))
+                answers[name] = "; ".join(missing) or None
+                if not missing:
+                    found[name] = dict(("%s%d" % (RESOURCE_PREFIX, numa), count)
+                                       for numa, count in sorted(numa_resources(node).items()))
+        return answers
+
+    outcome = wait_pending([name for name in names if name not in down], advertised, wait_for, stall)
+    warn_down(result, down)
+    if not outcome[0]:
+        raise PluginError(["the plugin runs but kubelet does not show its resources: %s; %s"
+                           % (why_waiting_ended(outcome, stall), "; ".join(v for _k, v in sorted(outcome[1].items())))],
+                          result)
     return result
 
 

@@ -48,9 +48,24 @@ from ansible_collections.numa.kube.plugins.module_utils.kube_api import (
     owned,
     path_of,
 )
-from ansible_collections.numa.kube.plugins.module_utils.kube_wait import daemonset_ready, deployment_ready
+from ansible_collections.numa.kube.plugins.module_utils.kube_wait import (
+    deployment_progress,
+    deployment_ready,
+    max_unavailable,
+    wait_daemonset,
+    wait_pending,
+    why_waiting_ended,
+)
 from ansible_collections.numa.kube.plugins.module_utils.numatopology import NUMATOPOLOGY_API
-from ansible_collections.numa.kube.plugins.module_utils.resource_plugin import DEFAULT_TOLERATIONS
+from ansible_collections.numa.kube.plugins.module_utils.resource_plugin import (
+    DEFAULT_MAX_UNAVAILABLE,
+    DEFAULT_TOLERATIONS,
+    allowed_down,
+    not_ready,
+    share_problems,
+    too_many_down,
+    warn_down,
+)
 from ansible_collections.numa.kube.plugins.module_utils.volcano_conf import VolcanoError
 
 try:
@@ -299,6 +314,7 @@ def option_problems(params):
         problem = image_problem(params["publisher_image"], "publisher_image")
         if problem:
             problems.append(problem + "; set it to the node agent image as you pushed it")
+    problems.extend(share_problems(params))
     return problems
 
 
@@ -498,7 +514,8 @@ def publisher_objects(params):
     ] + publisher_policy(namespace, labels) + [
         {"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": dict(meta), "spec": {
             "selector": {"matchLabels": {"app": name}},
-            "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1}},
+            "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": max_unavailable(
+                params.get("max_unavailable", DEFAULT_MAX_UNAVAILABLE))}},
             "template": {"metadata": {"labels": dict(labels)}, "spec": pod_spec}}},
     ]
 
@@ -781,14 +798,20 @@ def _deploy(api, params, volcano, publisher, check_mode, wait_for):
     waits = result["wait_seconds"] = {}
 
     def wait_available(deployment, held):
-        done, text, waited = wait_for(lambda: deployment_ready(api.get(path_of(deployment))), params["wait_timeout"])
+        def check():
+            live = api.get(path_of(deployment))
+            done, text = deployment_ready(live)
+            return done, (text, deployment_progress(live))
+
+        outcome = wait_for(check, params["wait_timeout"], progress=lambda value: value[1])
+        done, (text, _score), waited = outcome
         if not done:
+            text = "%s; %s" % (why_waiting_ended(outcome, params["wait_timeout"]), text)
             why = (": the webhook configurations (%s) were not applied, so nothing fails closed on them; see "
                    "kubectl -n %s describe deployment %s, and run again once it can start"
                    % (", ".join(describe(o) for o in held), deployment["metadata"]["namespace"],
                       deployment["metadata"]["name"])) if held else ""
-            raise VolcanoError("%s did not become available within %d s (%s)%s"
-                               % (describe(deployment), waited, text, why))
+            raise VolcanoError("%s did not become available (%s)%s" % (describe(deployment), text, why))
         waits[describe(deployment)] = round(waited, 1)
 
     servers = webhook_servers(volcano) if webhooks else []
@@ -800,26 +823,35 @@ def _deploy(api, params, volcano, publisher, check_mode, wait_for):
         if deployment["kind"] == "Deployment" and deployment not in servers:
             wait_available(deployment, [])
     if publisher:
-        result["numatopologies"] = _wait_publisher(api, params, publisher, wait_for)
+        result["numatopologies"] = _wait_publisher(api, params, publisher, wait_for, result)
     return result
 
 
-def _wait_publisher(api, params, publisher, wait_for):
-    """The selected nodes, once the publisher runs on each and each has its Numatopology."""
-    nodes = [n["metadata"]["name"] for n in api.nodes(params.get("publisher_node_selector"))]
+def _wait_publisher(api, params, publisher, wait_for, result):
+    """The selected nodes, once the publisher runs on each and each has its Numatopology (but for
+    the unavailable ones unavailable_nodes_allowed accepts, named in the result)."""
+    nodes = api.nodes(params.get("publisher_node_selector"))
+    names = [n["metadata"]["name"] for n in nodes]
+    allowed = allowed_down(params, len(names))
+    down = not_ready(nodes)
+    if len(down) > allowed:
+        raise VolcanoError(too_many_down(down, allowed, len(names), "The publisher was applied and not waited for"))
+    stall = params["wait_timeout"]
     daemonset = publisher[-1]
-    done, text, waited = wait_for(lambda: daemonset_ready(api.get(path_of(daemonset)), len(nodes)),
-                                  params["wait_timeout"])
-    if not done:
-        raise VolcanoError("the publisher DaemonSet did not roll out within %d s: %s" % (waited, text))
+    outcome = wait_daemonset(lambda: api.get(path_of(daemonset)), len(names), wait_for, stall, len(down))
+    if not outcome[0]:
+        raise VolcanoError("the publisher DaemonSet did not roll out: %s; %s"
+                           % (why_waiting_ended(outcome, stall), outcome[1]))
 
-    def published():
-        missing = [n for n in nodes if api.get("/apis/%s/numatopologies/%s"
-                                               % (NUMATOPOLOGY_API, check_name(n, "node name"))) is None]
-        return not missing, missing
+    def published(pending):
+        # one list of the objects' metadata a round (a GET each when few are left): existence is the proof
+        found = api.named("/apis/%s/numatopologies" % NUMATOPOLOGY_API, pending, metadata_only=True)
+        return dict((name, None if obj is not None else "no Numatopology yet") for name, obj in found.items())
 
-    done, missing, waited = wait_for(published, params["wait_timeout"])
-    if not done:
-        raise VolcanoError("no Numatopology for %s within %d s of the publisher running: see its logs "
-                           "(kubectl -n %s logs ds/%s)" % (", ".join(missing), waited, params["namespace"], PUBLISHER))
-    return nodes
+    outcome = wait_pending([name for name in names if name not in down], published, wait_for, stall)
+    warn_down(result, down)
+    if not outcome[0]:
+        raise VolcanoError("no Numatopology for %s: %s; see the publisher's logs (kubectl -n %s logs ds/%s)"
+                           % (", ".join(sorted(outcome[1])), why_waiting_ended(outcome, stall), params["namespace"],
+                              PUBLISHER))
+    return [name for name in names if name not in down]

@@ -44,10 +44,16 @@ description:
     Prometheus verifies the exporters that still serve the old certificate; the old CA leaves
     C(ca.crt) on the first later run that finds every selected node's exporter serving the new
     certificate (named on its C(/healthz)), or once it has expired.
-  - Then waits for the DaemonSet's rollout and for every selected node's exporter to serve (through
-    the API server's pod proxy, which passes on no credentials) - its C(/healthz) answers and names
-    the Secret's current certificate, and its C(/metrics) without a token answers 401 (authentication
-    in force; with O(exporter_authentication=false), the metrics).
+  - Then waits for the DaemonSet's rollout (O(max_unavailable) nodes at a time; its status says
+    every pod runs the new spec and passed its readiness probe on C(/healthz)), and for the exporters
+    of a sample of three selected nodes, spread over them, to serve through the API server's pod
+    proxy, which passes on no credentials - its C(/healthz) answers and names the Secret's current
+    certificate, and its C(/metrics) without a token answers 401 (authentication in force; with
+    O(exporter_authentication=false), the metrics). A node is asked until its exporter serves and not
+    again; no node's C(/metrics) is read each round. The waits run while the rollout moves (see
+    O(wait_timeout) and O(wait_ceiling)).
+  - Selected nodes that are NotReady, up to O(unavailable_nodes_allowed), are left out and named;
+    more fail the task before anything is applied.
   - When the cluster does not serve the C(monitoring.coreos.com/v1) ServiceMonitor and
     PrometheusRule, fails with a clear message before applying anything, or, with
     O(without_operator=service), deploys the exporter and its Service alone.
@@ -56,6 +62,7 @@ author:
   - numa.kube contributors (@numa-kube)
 extends_documentation_fragment:
   - numa.kube.kube_auth
+  - numa.kube.stack_rollout
 options:
   state:
     description: Whether the stack is deployed or removed.
@@ -179,13 +186,9 @@ options:
     type: dict
     default: {}
   wait:
-    description: Wait for the rollout and for every selected node's exporter to serve.
+    description: Wait for the rollout and for a sample of the selected nodes' exporters to serve.
     type: bool
     default: true
-  wait_timeout:
-    description: Seconds each wait may take.
-    type: int
-    default: 300
 notes:
   - Check mode applies with the API server's dry run, so the diff shows what the server would store;
     Secret values are hidden in the diff.
@@ -248,10 +251,19 @@ tls:
   type: str
   sample: Secret volcano-system/numa-exporter-tls serves numa-exporter.volcano-system.svc
 nodes:
-  description: Per selected node, C(serving) once its exporter answered, else why not.
+  description:
+    - Per node of the sample asked (up to three selected nodes, spread over them), C(serving) once
+      its exporter answered, else why not.
   returned: when state is present, wait is true and not in check mode
   type: dict
   sample: {worker-1: serving}
+unavailable_nodes:
+  description:
+    - Selected nodes left out of the proof as unavailable (NotReady or unreachable), within
+      O(unavailable_nodes_allowed), each with why; also given as a warning.
+  returned: when state is present and the stack was applied
+  type: dict
+  sample: {worker-17: "NotReady (Ready Unknown: NodeStatusUnknown)"}
 rollout_seconds:
   description: Seconds the DaemonSet took to roll out.
   returned: when state is present, wait is true and not in check mode
@@ -261,6 +273,7 @@ rollout_seconds:
 
 from ansible_collections.numa.kube.plugins.module_utils.kube_api import (
     AUTH_ARGUMENT_SPEC,
+    ROLLOUT_ARGUMENT_SPEC,
     KubeApiError,
     connect,
     stack_module,
@@ -295,8 +308,8 @@ def main():
         resources=dict(type="dict"),
         labels=dict(type="dict", default={}),
         wait=dict(type="bool", default=True),
-        wait_timeout=dict(type="int", default=300),
     )
+    argument_spec.update(ROLLOUT_ARGUMENT_SPEC)
     argument_spec.update(AUTH_ARGUMENT_SPEC)
     module = stack_module(argument_spec=argument_spec, supports_check_mode=True,
                           required_if=[("state", "present", ["image"])])
@@ -305,9 +318,13 @@ def main():
     try:
         result = run(api, params, module.check_mode, api.wait_for)
     except MonitoringError as exc:
+        for warning in exc.result.pop("warnings", []):
+            module.warn(warning)
         module.fail_json(msg="; ".join(exc.problems), problems=exc.problems, **exc.result)
     except KubeApiError as exc:
         module.fail_json(msg=str(exc))
+    for warning in result.pop("warnings", []):
+        module.warn(warning)
     diff = result.pop("diff")
     if module._diff:
         result["diff"] = diff

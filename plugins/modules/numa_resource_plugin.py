@@ -25,8 +25,13 @@ description:
     (its C(/configz), through the API server) and refuses nodes on which the resource would not
     align anything (CPU Manager other than C(static), Topology Manager policy other than
     C(single-numa-node) or C(restricted)).
-  - Then waits for the DaemonSet's rollout and for every selected node to show each
-    C(numa-align/numa-N) at O(capacity) in its allocatable. The plugin registers with kubelet again
+  - Then waits for the DaemonSet's rollout (O(max_unavailable) nodes at a time) and for every
+    selected node to show each C(numa-align/numa-N) at O(capacity) in its allocatable: one list of
+    the Nodes a round, each node looked at until it shows them and not again. The waits run while
+    the rollout moves (see O(wait_timeout) and O(wait_ceiling)).
+  - The kubelets' C(/configz) are read a few at a time (at most 8 at once, 10 s each). Unavailable
+    nodes (NotReady, or a kubelet that does not answer) up to O(unavailable_nodes_allowed) are left
+    out and named; more fail the task before anything is applied. The plugin registers with kubelet again
     on its own after a kubelet restart.
   - The plugin follows CPUs and NUMA nodes going offline and online; the devices of a NUMA node left
     without online CPUs turn Unhealthy (kubelet takes them out of allocatable) until its CPUs are back.
@@ -35,6 +40,7 @@ author:
   - numa.kube contributors (@numa-kube)
 extends_documentation_fragment:
   - numa.kube.kube_auth
+  - numa.kube.stack_rollout
 options:
   state:
     description: Whether the plugin is deployed or removed.
@@ -115,10 +121,6 @@ options:
     description: Wait for the rollout and the advertised resources (or, with O(state=absent), the pods' end).
     type: bool
     default: true
-  wait_timeout:
-    description: Seconds each wait may take.
-    type: int
-    default: 300
 notes:
   - Check mode applies with the API server's dry run, so the diff shows what the server would store.
   - Runs where the C(kubernetes) Python client is, usually the controller (C(delegate_to=localhost)).
@@ -191,6 +193,13 @@ nodes:
   returned: when state is present, wait is true and not in check mode
   type: dict
   sample: {worker-1: {"numa-align/numa-0": 100, "numa-align/numa-1": 100}}
+unavailable_nodes:
+  description:
+    - Selected nodes left out of the proof as unavailable (NotReady, or a kubelet that did not
+      answer), within O(unavailable_nodes_allowed), each with why; also given as a warning.
+  returned: when state is present and the stack was applied
+  type: dict
+  sample: {worker-17: "NotReady (Ready Unknown: NodeStatusUnknown)"}
 rollout_seconds:
   description: Seconds the DaemonSet took to roll out.
   returned: when state is present, wait is true and not in check mode
@@ -201,6 +210,7 @@ rollout_seconds:
 
 from ansible_collections.numa.kube.plugins.module_utils.kube_api import (
     AUTH_ARGUMENT_SPEC,
+    ROLLOUT_ARGUMENT_SPEC,
     KubeApiError,
     connect,
     stack_module,
@@ -231,8 +241,8 @@ def main():
         numa_nodes=dict(type="dict", default={}),
         kubelet_plan=dict(type="dict", default={}),
         wait=dict(type="bool", default=True),
-        wait_timeout=dict(type="int", default=300),
     )
+    argument_spec.update(ROLLOUT_ARGUMENT_SPEC)
     argument_spec.update(AUTH_ARGUMENT_SPEC)
     module = stack_module(argument_spec=argument_spec, supports_check_mode=True,
                           required_if=[("state", "present", ["image"])])
@@ -242,9 +252,13 @@ def main():
         check_params(params)
         result = run(api, params, module.check_mode, api.wait_for)
     except PluginError as exc:
+        for warning in exc.result.pop("warnings", []):
+            module.warn(warning)
         module.fail_json(msg="; ".join(exc.problems), problems=exc.problems, **exc.result)
     except KubeApiError as exc:
         module.fail_json(msg=str(exc))
+    for warning in result.pop("warnings", []):
+        module.warn(warning)
     diff = result.pop("diff")
     if module._diff:
         result["diff"] = diff

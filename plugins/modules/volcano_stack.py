@@ -25,7 +25,11 @@ description:
   - Without O(manifest), an existing Volcano (for example from its Helm chart) is left alone.
   - With O(publisher_image), deploys the node agent's Numatopology publisher as a DaemonSet (one
     C(nodeinfo.volcano.sh/v1alpha1) C(Numatopology) per node, kept current from kubelet's
-    C(/configz), its PodResources API and sysfs) and waits until every selected node has its object.
+    C(/configz), its PodResources API and sysfs) and waits until every selected node has its object:
+    one list of the objects' metadata a round (a GET each once ten or fewer are left), each node
+    looked at until its object is there and not again. Selected nodes that are NotReady, up to
+    O(unavailable_nodes_allowed), are left out and named. The waits run while the rollouts move
+    (see O(wait_timeout) and O(wait_ceiling)).
   - Every document of the manifest is checked before anything is applied, and every problem is
     named in one refusal - a kind numa.kube does not apply (with its document and apiVersion),
     an invalid name or namespace, a container without an image or whose image, after
@@ -43,6 +47,7 @@ author:
   - numa.kube contributors (@numa-kube)
 extends_documentation_fragment:
   - numa.kube.kube_auth
+  - numa.kube.stack_rollout
 options:
   state:
     description: Whether the stack is deployed or removed.
@@ -153,10 +158,10 @@ options:
     description: Whether to wait for the Deployments, the publisher and its Numatopology objects.
     type: bool
     default: true
-  wait_timeout:
-    description: Seconds each wait may take.
-    type: int
-    default: 300
+  max_unavailable:
+    description:
+      - The publisher DaemonSet's C(maxUnavailable) (Volcano's own workloads are Deployments and
+        keep the manifest's strategy).
 notes:
   - Check mode applies with the API server's dry run (objects in a namespace the run would create
     are shown as they would be sent).
@@ -225,6 +230,13 @@ numatopologies:
   type: list
   elements: str
   sample: [worker-1, worker-2]
+unavailable_nodes:
+  description:
+    - Selected nodes left out of the proof as unavailable (NotReady or unreachable), within
+      O(unavailable_nodes_allowed), each with why; also given as a warning.
+  returned: when the publisher is deployed, wait is true and not in check mode
+  type: dict
+  sample: {worker-17: "NotReady (Ready Unknown: NodeStatusUnknown)"}
 wait_seconds:
   description: Seconds each Deployment took to become available.
   returned: when state is present, wait is true and not in check mode
@@ -237,6 +249,7 @@ from ansible.module_utils.urls import open_url
 
 from ansible_collections.numa.kube.plugins.module_utils.kube_api import (
     AUTH_ARGUMENT_SPEC,
+    ROLLOUT_ARGUMENT_SPEC,
     KubeApiError,
     connect,
     stack_module,
@@ -295,8 +308,8 @@ def main():
         delete_crds=dict(type="bool", default=False),
         delete_namespace=dict(type="bool", default=False),
         wait=dict(type="bool", default=True),
-        wait_timeout=dict(type="int", default=300),
     )
+    argument_spec.update(ROLLOUT_ARGUMENT_SPEC)
     argument_spec.update(AUTH_ARGUMENT_SPEC)
     module = stack_module(argument_spec=argument_spec, supports_check_mode=True,
                           required_one_of=[("manifest", "publisher_image")])
@@ -313,6 +326,8 @@ def main():
                     "numa-aware has no node to use. Label the aligned nodes (numa.kube.node_labels, which site.yml "
                     "runs for every node it prepares) or change publisher_node_selector"
                     % (module.params["publisher_node_selector"],))
+    for warning in result.pop("warnings", []):
+        module.warn(warning)
     diff = result.pop("diff")
     if module._diff:
         result["diff"] = diff

@@ -29,8 +29,9 @@ PARAMS = {"state": "present", "name": "numa-resource-plugin", "namespace": "kube
           "resources": None, "labels": {}, "numa_nodes": {}, "wait": True, "wait_timeout": 5}
 
 
-def node(name, allocatable=None):
-    return {"metadata": {"name": name}, "status": {"allocatable": allocatable or {}}}
+def node(name, allocatable=None, ready="True"):
+    return {"metadata": {"name": name}, "status": {"allocatable": allocatable or {},
+                                                    "conditions": [{"type": "Ready", "status": ready}]}}
 
 
 def test_objects_match_the_plugin_users_know():
@@ -94,7 +95,17 @@ class MemoryApi(object):
 
     def kubelet_config(self, name):
         self.calls.append(("configz", name))
+        if isinstance(self.configs[name], Exception):
+            raise self.configs[name]
         return self.configs[name]
+
+    def named(self, list_path, names, **params):
+        self.calls.append(("named", tuple(names)))
+        found = dict((n["metadata"]["name"], n) for n in self.node_list)
+        return dict((name, found.get(name)) for name in names)
+
+    def list(self, path, **params):
+        return (self.get(path, **params) or {}).get("items", [])
 
     def claim(self, objs):
         self.calls.append(("claim", [obj["kind"] for obj in objs]))
@@ -125,7 +136,7 @@ class MemoryApi(object):
         return found
 
 
-def no_wait(check, timeout):
+def no_wait(check, timeout, progress=None):
     done, value = check()
     return done, value, 0.0
 

@@ -305,7 +305,8 @@ class Cluster(object):
     def __init__(self, available=(), nodes=()):
         self.store, self.lists, self.events, self.kept = {}, {}, [], []
         self.available = set(available)
-        self.node_list = [{"metadata": {"name": name}} for name in nodes]
+        self.node_list = [{"metadata": {"name": name}, "status": {"conditions": [{"type": "Ready", "status": "True"}]}}
+                          for name in nodes]
 
     def put(self, obj, owned=True):
         obj = copy.deepcopy(obj)
@@ -335,6 +336,9 @@ class Cluster(object):
 
     def nodes(self, selector=None):
         return self.node_list
+
+    def named(self, list_path, names, **params):
+        return dict((name, self.get("%s/%s" % (list_path, name))) for name in names)
 
     def get(self, path, **params):
         if path in self.lists:
@@ -493,7 +497,7 @@ def test_webhooks_are_not_applied_when_their_server_does_not_become_available():
     with pytest.raises(VolcanoError) as caught:
         volcano_stack.run(api, ADMISSION, MANIFEST, False, no_wait)
     assert str(caught.value) == (
-        "Deployment volcano-system/volcano-admission did not become available within 0 s (0 of 1 replicas updated, "
+        "Deployment volcano-system/volcano-admission did not become available (not done within 0 s; 0 of 1 replicas updated, "
         "0 available, 0 in all): the webhook configurations (%s) were not applied, so nothing fails closed on "
         "them; see kubectl -n volcano-system describe deployment volcano-admission, and run again once it can "
         "start" % WEBHOOK)
