@@ -30,6 +30,7 @@ import urllib.parse
 
 import kubernetes
 import pytest
+import testinfra
 import yaml
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
@@ -390,6 +391,52 @@ def test_a_ca_rotation_keeps_the_old_ca_until_every_exporter_serves_the_new_cert
     wait("a good scrape of every exporter after the rotation", lambda: len(prometheus(
         "/api/v1/query", query='timestamp(up{job="numa-exporter"} == 1) > %f' % since)["result"]) == len(NODES),
         timeout=300, interval=5)
+
+
+def exporter_pods(api):
+    """The exporter's pods that are not being deleted."""
+    pods = api.list_namespaced_pod(NAMESPACE, label_selector="app=numa-exporter").items
+    return [p for p in pods if p.metadata.deletion_timestamp is None]
+
+
+def test_an_image_change_rolls_out_under_max_unavailable_and_the_module_waits_for_it(host, api):
+    """A new image (a second tag of the agent's image, made in each guest's containerd: images are
+    never pulled here) rolls out under the default max_unavailable "10%" (rounded up: one node of
+    two at a time, so two waves); the module returns only once every node runs a ready pod of the
+    new image, which the pods read right after it returns show. The original image is put back the
+    same way, and the tag removed, for the tests after."""
+    original, second = MODULE_ARGS["image"], MODULE_ARGS["image"].rsplit(":", 1)[0] + ":rollout"
+    uneven = testinfra.get_host("ansible://numa-uneven", ansible_inventory=os.environ["MOLECULE_INVENTORY_FILE"])
+    guests = (host, uneven)
+    for guest in guests:
+        guest.run_expect([0], "ctr -n k8s.io images tag --force %s %s" % (original, second))
+    dashboard = json.load(open(DASHBOARD))
+    apps = kubernetes.client.AppsV1Api()
+    try:
+        started = time.time()
+        result = run_module("numa.kube.numa_monitoring", dict(MODULE_ARGS, dashboard=dashboard, image=second))
+        returned = time.time()
+        assert not result.get("failed"), result.get("msg", result)
+        assert [o["object"] for o in result["objects"] if o["changed"]] == ["DaemonSet %s/numa-exporter" % NAMESPACE]
+        pods = exporter_pods(api)
+        assert sorted(p.spec.node_name for p in pods) == sorted(NODES), [p.metadata.name for p in pods]
+        for pod in pods:
+            assert pod.spec.containers[0].image == second, (pod.metadata.name, pod.spec.containers[0].image)
+            assert pod.status.phase == "Running" and all(c.ready for c in pod.status.container_statuses or []), \
+                (pod.metadata.name, pod.status)
+        daemonset = apps.read_namespaced_daemon_set("numa-exporter", NAMESPACE)
+        assert daemonset.spec.update_strategy.rolling_update.max_unavailable == "10%"
+        status = daemonset.status
+        assert status.observed_generation == daemonset.metadata.generation
+        assert status.updated_number_scheduled == status.number_available == status.desired_number_scheduled == 2
+        print("image change on %d nodes, one at a time: the module returned %.1f s after it started (rollout %.1f s)"
+              % (len(NODES), returned - started, result["rollout_seconds"]))
+    finally:
+        back = run_module("numa.kube.numa_monitoring", dict(MODULE_ARGS, dashboard=dashboard))
+        for guest in guests:
+            guest.run("ctr -n k8s.io images rm %s" % second)
+    assert not back.get("failed"), back.get("msg", back)
+    assert all(p.spec.containers[0].image == original for p in exporter_pods(api)), "the original image is back"
 
 
 def test_a_second_run_changes_nothing_and_check_mode_previews():
