@@ -1,0 +1,673 @@
+# -*- coding: utf-8 -*-
+# Copyright: numa.kube contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Requests and bytes the cluster-stack modules send to an API server of N Nodes.
+
+    python3 tools/bench_fleet.py [--nodes 10,100,1000] [--scenarios healthy,late,update] [--collection DIR]
+
+Each module (numa_resource_plugin, numa_monitoring, volcano_stack with the Numatopology publisher)
+runs its main() in this process, with its own defaults, against a loopback HTTP stand-in of the
+API server (``Fleet``): the real kubernetes client, real HTTP, real JSON. The stand-in serves
+Nodes (``limit``/``continue`` pages, label selectors), objects applied by server-side apply,
+DaemonSets whose status moves as a rollout would, their pods, the pod and node proxy paths the
+modules read (kubelet's /configz, the exporter's /healthz and /metrics), Numatopologies and the
+CRD and discovery answers. Time is virtual: the modules' KubeApi gets a clock that only its
+sleeps move, and the rollouts follow that clock, so a node 30 s late costs no real time.
+
+Scenarios: ``healthy`` (a first install: every pod available 4-7 s after its DaemonSet is made),
+``late`` (the same, one node 30 s later than the rest), ``update`` (a second run with a new image:
+the DaemonSet's controller replaces pods ``maxUnavailable`` at a time, 5 s each). Printed per
+module: requests (and per Node), bytes sent by the stand-in and received, wait rounds, virtual
+and real seconds, the outcome; for ``late``, the requests a round while only the late node was
+pending. Figures only: nothing is judged.
+"""
+
+import argparse
+import base64
+import hashlib
+import heapq
+import importlib
+import json
+import math
+import os
+import socket
+import statistics
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from unittest import mock
+from urllib.parse import parse_qs, unquote, urlsplit
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+STARTUP = 4.0  # virtual seconds from a pod's creation to its readiness, plus a spread of 0-3 s
+UPDATE_SECONDS = 5.0  # virtual seconds one node's pod takes to be replaced in an update
+LATE_SECONDS = 30.0
+ALIGNED_LABELS = {"numa.kube/aligned": "true", "numa.kube/cpu-manager-policy": "static",
+                  "numa.kube/topology-manager-policy": "single-numa-node"}
+NUMA_NODES = 2
+DEVICE_PREFIX = "numa-align/numa-"
+
+
+def importable(root=ROOT):
+    """The collection at ``root`` importable as ansible_collections.numa.kube, ahead of any other."""
+    lib = os.path.join(os.environ.get("TMPDIR", "/tmp"), "numa-kube-bench-%d-%s"
+                       % (os.getuid(), hashlib.sha1(os.path.realpath(root).encode()).hexdigest()[:12]))
+    link = os.path.join(lib, "ansible_collections", "numa", "kube")
+    if not os.path.islink(link):
+        os.makedirs(os.path.dirname(link), exist_ok=True)
+        os.symlink(os.path.realpath(root), link)
+    sys.path.insert(0, lib)
+    return root
+
+
+class VirtualClock(object):
+    """Seconds that move only when someone sleeps; each sleep ends a wait round."""
+
+    def __init__(self):
+        self.now = 1000.0
+        self.lock = threading.Lock()
+        self.rounds = []  # (virtual time at the round's start, requests sent before the sleep)
+        self.requests = lambda: 0
+
+    def monotonic(self):
+        return self.now
+
+    def sleep(self, seconds):
+        with self.lock:
+            self.rounds.append((self.now, self.requests()))
+            self.now += max(float(seconds), 0.0)
+
+
+# --- the API server stand-in ----------------------------------------------------------------------
+
+def _selector(text):
+    """{key: value} of an equality label selector (the modules send only those)."""
+    found = {}
+    for part in (text or "").split(","):
+        if part:
+            key, _sep, value = part.partition("=")
+            found[key.strip()] = value.lstrip("=").strip()
+    return found
+
+
+def _matches(labels, selector):
+    return all((labels or {}).get(key) == value for key, value in selector.items())
+
+
+def _status(code, message):
+    return {"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": code, "message": message,
+            "reason": {404: "NotFound", 401: "Unauthorized", 410: "Expired"}.get(code, "")}
+
+
+class Rollout(object):
+    """One DaemonSet's pods: when each node's pod of the current template starts and is available,
+    and when what the module proves per node (kubelet's allocatable, the exporter's /healthz, the
+    Numatopology) follows: with the pod, or ``proof_late`` seconds after it."""
+
+    def __init__(self, nodes, now, late, proof_late, update=False, max_unavailable=1):
+        self.nodes = nodes
+        self.update = update
+        self.start, self.ready, self.proof = {}, {}, {}
+        if not update:
+            for index, node in enumerate(nodes):
+                self.start[node] = now
+                self.ready[node] = now + STARTUP + index % 4 + late.get(node, 0.0)
+        else:
+            slots = [now] * max(1, min(max_unavailable, len(nodes)))
+            for node in nodes:  # the controller replaces a pod as soon as one of its slots is free
+                begin = heapq.heappop(slots)
+                self.start[node] = begin
+                self.ready[node] = begin + UPDATE_SECONDS + late.get(node, 0.0)
+                heapq.heappush(slots, self.ready[node])
+        for node in nodes:
+            self.proof[node] = self.ready[node] + proof_late.get(node, 0.0)
+
+    def running(self, node, now):
+        """Whether the node's pod (new, or the old one not yet replaced) is up."""
+        if node not in self.ready:
+            return False
+        if self.update:
+            return not self.start[node] <= now < self.ready[node]
+        return self.ready[node] <= now
+
+    def proven(self, node, now):
+        """Whether what the module checks on the node shows the pod serving."""
+        if node not in self.proof:
+            return False
+        if self.update:
+            return not self.start[node] <= now < self.proof[node]
+        return self.proof[node] <= now
+
+    def status(self, now, generation):
+        updated = sum(1 for node in self.nodes if self.start[node] <= now)
+        if self.update:
+            available = len(self.nodes) - sum(1 for n in self.nodes if self.start[n] <= now < self.ready[n])
+        else:
+            available = sum(1 for node in self.nodes if self.ready[node] <= now)
+        return {"observedGeneration": generation, "desiredNumberScheduled": len(self.nodes),
+                "currentNumberScheduled": len(self.nodes), "numberMisscheduled": 0,
+                "updatedNumberScheduled": updated, "numberAvailable": available,
+                "numberReady": available, "numberUnavailable": len(self.nodes) - available}
+
+
+def _resolve(value, total):
+    """A DaemonSet's maxUnavailable (count or percentage, rounded up as the controller does)."""
+    text = str(value if value is not None else 1)
+    if text.endswith("%"):
+        return max(1, int(math.ceil(total * float(text[:-1]) / 100.0)))
+    return max(1, int(text))
+
+
+class Fleet(object):
+    """What the API server of ``count`` Nodes answers, and what it was asked (requests, bytes)."""
+
+    def __init__(self, count, clock, late_pods=(), late_proofs=()):
+        self.clock = clock
+        self.names = ["node-%04d" % index for index in range(count)]
+        self.late = dict((name, LATE_SECONDS) for name in late_pods)
+        self.proof_late = dict((name, LATE_SECONDS) for name in late_proofs)
+        self.store = {}
+        self.rollouts = {}
+        self.version = 1
+        self.lock = threading.RLock()
+        self.requests = 0
+        self.sent = 0
+        self.received = 0
+        self.kinds = {}
+        self._node_cache = {}
+        self._fingerprints = {}
+        self._topologies = {}
+        clock.requests = lambda: self.requests
+        self._seed()
+
+    # -- objects that exist before the modules run
+    def _seed(self):
+        for name in ("kube-system", "volcano-system"):
+            self.put("/api/v1/namespaces/" + name, {"apiVersion": "v1", "kind": "Namespace",
+                                                    "metadata": {"name": name}})
+        crd = "numatopologies.nodeinfo.volcano.sh"
+        self.put("/apis/apiextensions.k8s.io/v1/customresourcedefinitions/" + crd, {
+            "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": {"name": crd}, "spec": {"group": "nodeinfo.volcano.sh", "scope": "Cluster",
+                                                "names": {"plural": "numatopologies", "kind": "Numatopology"},
+                                                "versions": [{"name": "v1alpha1", "served": True, "storage": True}]}})
+
+    def put(self, path, obj):
+        meta = obj.setdefault("metadata", {})
+        self.version += 1
+        meta["resourceVersion"] = str(self.version)
+        meta.setdefault("uid", hashlib.sha1(path.encode()).hexdigest()[:32])
+        meta.setdefault("creationTimestamp", "2026-11-25T10:00:00Z")
+        meta.setdefault("generation", 1)
+        self.store[path] = obj
+        return obj
+
+    # -- Nodes, as a kubelet of a current release writes them (about 4 KB each)
+    def node(self, name, plugin_ready):
+        key = (name, plugin_ready)
+        cached = self._node_cache.get(key)
+        if cached is not None:
+            return cached
+        index = int(name.split("-")[1])
+        allocatable = {"cpu": "63", "memory": "257000000Ki", "pods": "110", "ephemeral-storage": "450000000000",
+                       "hugepages-1Gi": "0", "hugepages-2Mi": "0"}
+        capacity = dict(allocatable, cpu="64", memory="263000000Ki")
+        if plugin_ready:
+            for numa in range(NUMA_NODES):
+                allocatable[DEVICE_PREFIX + str(numa)] = capacity[DEVICE_PREFIX + str(numa)] = "100"
+        labels = dict(ALIGNED_LABELS, **{
+            "kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64",
+            "beta.kubernetes.io/os": "linux", "beta.kubernetes.io/arch": "amd64",
+            "node.kubernetes.io/instance-type": "numa-2s-64c", "topology.kubernetes.io/zone": "zone-%d" % (index % 3),
+            "topology.kubernetes.io/region": "region-1", "numa.kube/numa-nodes": str(NUMA_NODES)})
+        conditions = [{"type": kind, "status": "False", "reason": "Kubelet" + reason, "message": message,
+                       "lastHeartbeatTime": "2026-11-25T10:00:00Z", "lastTransitionTime": "2026-11-20T08:00:00Z"}
+                      for kind, reason, message in (
+                          ("MemoryPressure", "HasSufficientMemory", "kubelet has sufficient memory available"),
+                          ("DiskPressure", "HasNoDiskPressure", "kubelet has no disk pressure"),
+                          ("PIDPressure", "HasSufficientPID", "kubelet has sufficient PID available"))]
+        conditions.append({"type": "Ready", "status": "True", "reason": "KubeletReady",
+                           "message": "kubelet is posting ready status", "lastHeartbeatTime": "2026-11-25T10:00:00Z",
+                           "lastTransitionTime": "2026-11-20T08:00:00Z"})
+        obj = {"apiVersion": "v1", "kind": "Node", "metadata": {
+            "name": name, "uid": hashlib.sha1(name.encode()).hexdigest()[:32], "resourceVersion": str(1000 + index),
+            "creationTimestamp": "2026-11-20T08:00:00Z", "labels": labels,
+            "annotations": {"node.alpha.kubernetes.io/ttl": "0",
+                            "volumes.kubernetes.io/controller-managed-attach-detach": "true",
+                            "kubeadm.alpha.kubernetes.io/cri-socket": "unix:///run/containerd/containerd.sock"}},
+            "spec": {"podCIDR": "10.%d.%d.0/24" % (index // 256, index % 256), "providerID": "numa://" + name},
+            "status": {"capacity": capacity, "allocatable": allocatable, "conditions": conditions,
+                       "addresses": [{"type": "InternalIP", "address": "10.0.%d.%d" % (index // 256, index % 256)},
+                                     {"type": "Hostname", "address": name}],
+                       "daemonEndpoints": {"kubeletEndpoint": {"Port": 10250}},
+                       "nodeInfo": {"machineID": hashlib.md5(name.encode()).hexdigest(),
+                                    "systemUUID": hashlib.md5(name[::-1].encode()).hexdigest(),
+                                    "bootID": hashlib.sha1(name[::-1].encode()).hexdigest()[:32],
+                                    "kernelVersion": "6.12.48-1-amd64", "osImage": "Debian GNU/Linux 13 (trixie)",
+                                    "containerRuntimeVersion": "containerd://2.1.4", "kubeletVersion": "v1.34.2",
+                                    "kubeProxyVersion": "", "operatingSystem": "linux", "architecture": "amd64"},
+                       "images": [{"names": ["registry.example/team/image-%d@sha256:%s" % (n, hashlib.sha256(
+                           b"%d" % n).hexdigest()), "registry.example/team/image-%d:v1.%d" % (n, n)],
+                           "sizeBytes": 10000000 + n} for n in range(6)]}}
+        encoded = json.dumps(obj, separators=(",", ":")).encode()
+        self._node_cache[key] = (obj, encoded)
+        return obj, encoded
+
+    def plugin_serving(self, node):
+        return any(r.proven(node, self.clock.now) for r in self._rollouts_running("device-plugin"))
+
+    def _rollouts_running(self, program):
+        return [rollout for path, rollout in self.rollouts.items()
+                if path in self.store and self._program(self.store[path]) == program]
+
+    @staticmethod
+    def _program(daemonset):
+        containers = daemonset["spec"]["template"]["spec"].get("containers") or [{}]
+        return (containers[0].get("args") or [""])[0]
+
+    # -- answers
+    def answer(self, method, target, body, accept):
+        """(status, bytes) for one request."""
+        url = urlsplit(target)
+        path = url.path.rstrip("/")
+        query = dict((key, values[-1]) for key, values in parse_qs(url.query).items())
+        with self.lock:
+            self.requests += 1
+            self.received += len(body or b"")
+            kind = self._kind(method, path)
+            self.kinds[kind] = self.kinds.get(kind, 0) + 1
+            status, data = self._answer(method, path, query, body, accept)
+            if not isinstance(data, bytes):
+                data = (data if isinstance(data, str) else json.dumps(data, separators=(",", ":"))).encode()
+            self.sent += len(data)
+            return status, data
+
+    @staticmethod
+    def _kind(method, path):
+        if "/proxy" in path:
+            return "proxy"
+        if method != "GET":
+            return "write"
+        return "get" if path.rsplit("/", 1)[-1] not in ("nodes", "pods", "numatopologies") else "list"
+
+    def _answer(self, method, path, query, body, accept):
+        parts = path.split("/")
+        if method == "GET" and path == "/api/v1/nodes":
+            return self._list_nodes(query)
+        if path.startswith("/api/v1/nodes/") and "/proxy/" in path:
+            return self._kubelet(parts[4], path.split("/proxy", 1)[1])
+        if method == "GET" and path.startswith("/api/v1/nodes/") and len(parts) == 5:
+            if parts[4] not in self.names:
+                return 404, _status(404, "nodes %r not found" % parts[4])
+            return 200, self.node(parts[4], self.plugin_serving(parts[4]))[1]
+        if "/pods/" in path and "/proxy" in path:
+            return self._exporter(parts[6], path.split("/proxy", 1)[1])
+        if method == "GET" and len(parts) == 6 and parts[5] == "pods":
+            return self._pods(parts[4], query)
+        if method == "GET" and path == "/apis/monitoring.coreos.com/v1":
+            return 200, {"kind": "APIResourceList", "groupVersion": "monitoring.coreos.com/v1",
+                         "resources": [{"name": "servicemonitors", "kind": "ServiceMonitor", "namespaced": True},
+                                       {"name": "prometheusrules", "kind": "PrometheusRule", "namespaced": True}]}
+        if path.startswith("/apis/nodeinfo.volcano.sh/v1alpha1/numatopologies"):
+            return self._numatopology(method, parts, query, accept)
+        if method == "GET":
+            if path in self.store:
+                return 200, self._with_status(path)
+            prefix = path + "/"
+            items = [self._with_status(p) for p in sorted(self.store) if p.startswith(prefix)
+                     and "/" not in p[len(prefix):] and _matches(self.store[p]["metadata"].get("labels"),
+                                                                _selector(query.get("labelSelector")))]
+            if items or parts[-1] in ("pods", "daemonsets", "configmaps", "secrets", "services"):
+                return 200, {"kind": "List", "apiVersion": "v1", "metadata": {"resourceVersion": str(self.version)},
+                             "items": items}
+            return 404, _status(404, "%s not found" % path)
+        if method == "PATCH":
+            return self._apply(path, json.loads(body or b"{}"), query.get("dryRun") == "All")
+        if method == "DELETE":
+            if self.store.pop(path, None) is None:
+                return 404, _status(404, "%s not found" % path)
+            self.rollouts.pop(path, None)
+            return 200, {"kind": "Status", "status": "Success"}
+        return 405, _status(405, "%s %s is not served by the stand-in" % (method, path))
+
+    def _page(self, items, query, kind, api_version):
+        """One page of ``items`` (encoded JSON each) as limit and continue ask."""
+        start = int(query.get("continue") or 0)
+        limit = int(query.get("limit") or 0)
+        end = start + limit if limit else len(items)
+        meta = {"resourceVersion": str(self.version)}
+        if end < len(items):
+            meta["continue"] = str(end)
+            meta["remainingItemCount"] = len(items) - end
+        head = json.dumps({"kind": kind, "apiVersion": api_version, "metadata": meta}, separators=(",", ":"))
+        return 200, head[:-1].encode() + b',"items":[' + b",".join(items[start:end]) + b"]}"
+
+    def _list_nodes(self, query):
+        selector = _selector(query.get("labelSelector"))
+        chosen = [self.node(n, self.plugin_serving(n)) for n in self.names]
+        return self._page([encoded for obj, encoded in chosen if _matches(obj["metadata"]["labels"], selector)],
+                          query, "NodeList", "v1")
+
+    def _kubelet(self, node, sub):
+        if node not in self.names:
+            return 404, _status(404, "nodes %r not found" % node)
+        if sub != "/configz":
+            return 404, "404 page not found"
+        config = {"kind": "KubeletConfiguration", "apiVersion": "kubelet.config.k8s.io/v1beta1",
+                  "cpuManagerPolicy": "static", "topologyManagerPolicy": "single-numa-node",
+                  "memoryManagerPolicy": "Static", "topologyManagerScope": "container", "maxPods": 110,
+                  "cgroupDriver": "systemd", "clusterDNS": ["10.96.0.10"], "clusterDomain": "cluster.local",
+                  "reservedSystemCPUs": "0,32", "kubeReserved": {"cpu": "500m", "memory": "1Gi"},
+                  "systemReserved": {"cpu": "500m", "memory": "1Gi"},
+                  "evictionHard": {"memory.available": "100Mi", "nodefs.available": "10%"},
+                  "reservedMemory": [{"numaNode": 0, "limits": {"memory": "1124Mi"}},
+                                     {"numaNode": 1, "limits": {"memory": "1124Mi"}}],
+                  "featureGates": {}, "staticPodPath": "/etc/kubernetes/manifests",
+                  "authentication": {"webhook": {"enabled": True, "cacheTTL": "2m0s"},
+                                     "x509": {"clientCAFile": "/etc/kubernetes/pki/ca.crt"}},
+                  "authorization": {"mode": "Webhook"}, "rotateCertificates": True, "serverTLSBootstrap": True}
+        return 200, {"kubeletconfig": config}
+
+    def _daemonsets(self, namespace):
+        prefix = "/apis/apps/v1/namespaces/%s/daemonsets/" % namespace
+        return [(path, self.store[path]) for path in sorted(self.rollouts) if path.startswith(prefix)
+                and path in self.store]
+
+    def _pods(self, namespace, query):
+        selector = _selector(query.get("labelSelector"))
+        items = []
+        now = self.clock.now
+        for path, daemonset in self._daemonsets(namespace):
+            template = daemonset["spec"]["template"]
+            if not _matches(template["metadata"].get("labels"), selector):
+                continue
+            rollout = self.rollouts[path]
+            for node in rollout.nodes:
+                if rollout.start[node] > now and not rollout.update:
+                    continue
+                running = rollout.running(node, now)
+                items.append({"apiVersion": "v1", "kind": "Pod", "metadata": {
+                    "name": "%s-%s" % (daemonset["metadata"]["name"], node[5:]), "namespace": namespace,
+                    "labels": template["metadata"].get("labels"),
+                    "ownerReferences": [{"kind": "DaemonSet", "name": daemonset["metadata"]["name"]}]},
+                    "spec": {"nodeName": node}, "status": {"phase": "Running" if running else "Pending"}})
+        return 200, {"kind": "PodList", "apiVersion": "v1", "metadata": {"resourceVersion": str(self.version)},
+                     "items": items}
+
+    def _exporter(self, target, sub):
+        """The node agent's exporter behind the pod proxy: https:<pod>:<port>."""
+        pod = unquote(target).split(":")[1] if ":" in unquote(target) else target
+        found = None
+        for path, daemonset in self.rollouts.items():
+            name = self.store.get(path, {}).get("metadata", {}).get("name")
+            if name and pod.startswith(name + "-") and "node-" + pod[len(name) + 1:] in daemonset.ready:
+                found = (path, "node-" + pod[len(name) + 1:])
+        if found is None or not self.rollouts[found[0]].proven(found[1], self.clock.now):
+            return 503, _status(503, "no endpoints available for pod %s" % pod)
+        if sub == "/healthz":
+            namespace = found[0].split("/")[5]
+            secret = self.store.get("/api/v1/namespaces/%s/secrets/%s-tls" % (
+                namespace, self.store[found[0]]["metadata"]["name"]))
+            return 200, "ok\ncertificate-sha256: %s\n" % self._fingerprint(secret)
+        if sub == "/metrics":
+            return 401, "Unauthorized\n"
+        return 404, "404 page not found\n"
+
+    def _fingerprint(self, secret):
+        if not secret:
+            return "0" * 64
+        version = secret["metadata"]["resourceVersion"]
+        if version not in self._fingerprints:
+            from cryptography import x509
+            from cryptography.hazmat.primitives import hashes
+            pem = base64.b64decode(secret["data"]["tls.crt"])
+            self._fingerprints[version] = x509.load_pem_x509_certificate(pem).fingerprint(hashes.SHA256()).hex()
+        return self._fingerprints[version]
+
+    def _numatopology_object(self, node):
+        if node in self._topologies:
+            return self._topologies[node]
+        detail = dict((str(cpu), {"numa": cpu // 32, "socket": cpu // 32, "core": cpu % 32}) for cpu in range(64))
+        obj = {"apiVersion": "nodeinfo.volcano.sh/v1alpha1", "kind": "Numatopology", "metadata": {
+            "name": node, "resourceVersion": "7", "labels": {"app.kubernetes.io/managed-by": "numa.kube"},
+            "ownerReferences": [{"apiVersion": "v1", "kind": "Node", "name": node}]},
+            "spec": {"policies": {"CPUManagerPolicy": "static", "TopologyManagerPolicy": "single-numa-node"},
+                     "resReserved": {"cpu": "1", "memory": "2Gi"},
+                     "numares": {"cpu": {"allocatable": "1-31,33-63", "capacity": 64}},
+                     "cpuDetail": detail}}
+        self._topologies[node] = (obj, json.dumps(obj, separators=(",", ":")).encode())
+        return self._topologies[node]
+
+    def _numatopology(self, method, parts, query, accept):
+        if method != "GET":
+            return 405, _status(405, "the stand-in's Numatopologies are the publishers' to write")
+        published = [n for n in self.names
+                     if any(r.proven(n, self.clock.now) for r in self._rollouts_running("topology-publisher"))]
+        if len(parts) == 6:
+            if parts[5] not in published:
+                return 404, _status(404, 'numatopologies.nodeinfo.volcano.sh "%s" not found' % parts[5])
+            return 200, self._numatopology_object(parts[5])[1]
+        objects = [self._numatopology_object(n) for n in published]
+        objects = [o for o in objects if _matches(o[0]["metadata"]["labels"], _selector(query.get("labelSelector")))]
+        if "PartialObjectMetadataList" in (accept or ""):
+            items = [json.dumps({"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1",
+                                 "metadata": o["metadata"]}, separators=(",", ":")).encode() for o, _e in objects]
+            return self._page(items, query, "PartialObjectMetadataList", "meta.k8s.io/v1")
+        items = [encoded for _o, encoded in objects]
+        return self._page(items, query, "NumatopologyList", "nodeinfo.volcano.sh/v1alpha1")
+
+    def _with_status(self, path):
+        obj = self.store[path]
+        rollout = self.rollouts.get(path)
+        if rollout is not None:
+            obj = dict(obj, status=rollout.status(self.clock.now, obj["metadata"]["generation"]))
+        return obj
+
+    def _apply(self, path, body, dry_run):
+        """Server-side apply, as far as the modules look: the applied fields replace the old ones."""
+        before = self.store.get(path)
+        obj = json.loads(json.dumps(body))
+        meta = obj.setdefault("metadata", {})
+        if before is not None:
+            old = before["metadata"]
+            for field in ("uid", "creationTimestamp", "generation", "resourceVersion"):
+                meta[field] = old.get(field)
+            same = dict((k, v) for k, v in before.items() if k != "status") == obj
+            if same:
+                return 200, self._with_status(path)
+            if before.get("spec") != obj.get("spec"):
+                meta["generation"] = old.get("generation", 1) + 1
+        if dry_run:
+            return 200, obj
+        self.put(path, obj)
+        if obj.get("kind") == "DaemonSet" and (before is None or before["spec"]["template"] != obj["spec"]["template"]):
+            selector = obj["spec"]["template"]["spec"].get("nodeSelector") or {}
+            nodes = [n for n in self.names if _matches(self.node(n, False)[0]["metadata"]["labels"], selector)]
+            strategy = (obj["spec"].get("updateStrategy") or {}).get("rollingUpdate") or {}
+            self.rollouts[path] = Rollout(nodes, self.clock.now, self.late, self.proof_late, before is not None,
+                                          _resolve(strategy.get("maxUnavailable"), len(nodes)))
+        return (201 if before is None else 200), self._with_status(path)
+
+
+def serve(fleet):
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def setup(self):
+            BaseHTTPRequestHandler.setup(self)
+            # headers and body leave in two writes: without this, Nagle's algorithm holds the body
+            # back until the client's delayed acknowledgement (40 ms a request)
+            self.request.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+        def handle_one(self):
+            body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            status, data = fleet.answer(self.command, self.path, body, self.headers.get("Accept"))
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json" if data[:1] == b"{" else "text/plain")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        do_GET = do_PATCH = do_DELETE = do_POST = do_PUT = handle_one
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+# --- the modules ------------------------------------------------------------------------------------
+
+MODULES = (
+    ("numa_resource_plugin", {"image": "registry.example/numa-kube/agent:1"}, "device-plugin"),
+    ("numa_monitoring", {"image": "registry.example/numa-kube/agent:1", "dashboard": {"title": "NUMA"}}, "exporter"),
+    ("volcano_stack", {"publisher_image": "registry.example/numa-kube/agent:1"}, "topology-publisher"),
+)
+
+
+class ModuleExit(Exception):
+    def __init__(self, result, failed):
+        Exception.__init__(self, result)
+        self.result, self.failed = result, failed
+
+
+def run_module(name, args, host, clock):
+    """(failed, result) of the module's main() against ``host``, its KubeApi on the virtual clock."""
+    from ansible.module_utils import basic
+    from ansible.module_utils.testing import patch_module_args
+
+    module = importlib.import_module("ansible_collections.numa.kube.plugins.modules." + name)
+    real_connect = module.connect
+
+    def connect(ansible_module, *rest, **named):
+        api = real_connect(ansible_module, *rest, **named)
+        left = api.deadline - api.clock()
+        api.clock, api.sleep = clock.monotonic, clock.sleep
+        api.deadline = clock.monotonic() + left
+        return api
+
+    def exit_json(self, **kwargs):
+        raise ModuleExit(kwargs, False)
+
+    def fail_json(self, msg, **kwargs):
+        raise ModuleExit(dict(kwargs, msg=msg), True)
+
+    args = dict(args, host=host, _ansible_check_mode=False, _ansible_diff=False)
+    with patch_module_args(args), mock.patch.object(module, "connect", connect), \
+            mock.patch.object(basic.AnsibleModule, "exit_json", exit_json), \
+            mock.patch.object(basic.AnsibleModule, "fail_json", fail_json), \
+            mock.patch.object(basic.AnsibleModule, "_log_invocation", lambda self: None):
+        try:
+            module.main()
+        except ModuleExit as done:
+            return done.failed, done.result
+    raise RuntimeError("%s returned without exit_json or fail_json" % name)
+
+
+def measure(name, args, program, fleet, host):
+    """Run one module once; its figures as a dict."""
+    clock = fleet.clock
+    requests, sent, received, rounds_before = fleet.requests, fleet.sent, fleet.received, len(clock.rounds)
+    virtual, started = clock.now, time.perf_counter()
+    failed, result = run_module(name, args, host, clock)
+    figures = {"module": name, "failed": failed, "message": result.get("msg", ""),
+               "requests": fleet.requests - requests, "sent": fleet.sent - sent, "received": fleet.received - received,
+               "virtual": clock.now - virtual, "real": time.perf_counter() - started,
+               "rounds": len(clock.rounds) - rounds_before}
+    # requests a round while exactly one node was pending (the late node)
+    marks = clock.rounds[rounds_before:] + [(clock.now, fleet.requests)]
+    rollouts = fleet._rollouts_running(program)
+    per_pending = {}
+    previous = requests
+    for index, (moment, count) in enumerate(marks):
+        pending = 0
+        if index > 0 and rollouts:
+            pending = sum(1 for node in rollouts[-1].nodes if not rollouts[-1].proven(node, moment))
+        if index > 0:
+            per_pending.setdefault(pending, []).append(count - previous)
+        previous = count
+    figures["one_pending"] = per_pending.get(1, [])
+    return figures
+
+
+def scenario(count, kind):
+    """Every module's figures for one fleet size and scenario."""
+    clock = VirtualClock()
+    late = ["node-%04d" % (count // 2)]
+    fleet = Fleet(count, clock, late if kind == "late" else (), late if kind == "late-proof" else ())
+    server = serve(fleet)
+    host = "http://127.0.0.1:%d" % server.server_port
+    results = []
+    try:
+        for name, args, program in MODULES:
+            if kind == "update":
+                measure(name, args, program, fleet, host)  # the first install, not counted
+                args = dict((key, value.replace(":1", ":2") if "image" in key else value)
+                            for key, value in args.items())
+            results.append(measure(name, args, program, fleet, host))
+    finally:
+        server.shutdown()
+        server.server_close()
+    return results
+
+
+def _size(value):
+    for unit in ("B", "kB", "MB", "GB"):
+        if value < 1000 or unit == "GB":
+            return ("%.0f %s" if unit == "B" else "%.1f %s") % (value, unit)
+        value /= 1000.0
+    return value
+
+
+TITLES = {"healthy": "healthy rollout (a first install, every pod up in 4-7 s)",
+          "late": "one node's pod %d s late" % LATE_SECONDS,
+          "late-proof": "one node's proof %d s late (its pod on time: kubelet's allocatable, the exporter's "
+                        "/healthz, the Numatopology)" % LATE_SECONDS,
+          "update": "image update (the DaemonSet's own maxUnavailable, %d s a pod)" % UPDATE_SECONDS}
+
+
+def report(count, kind, results):
+    print("fleet: %d Nodes, %s:" % (count, TITLES[kind]))
+    total = 0
+    for figures in results:
+        total += figures["requests"]
+        line = ("  %-21s requests %6d (%5.2f per Node)  sent %9s  received %8s  rounds %4d  virtual %6.0f s  "
+                "real %5.2f s  %s" % (figures["module"], figures["requests"], figures["requests"] / float(count),
+                                      _size(figures["sent"]), _size(figures["received"]), figures["rounds"],
+                                      figures["virtual"], figures["real"],
+                                      "FAILED: " + figures["message"][:160] if figures["failed"] else "ok"))
+        if kind.startswith("late"):
+            line += "  (%s a round with 1 node pending)" % (
+                "median %d requests" % statistics.median(figures["one_pending"]) if figures["one_pending"]
+                else "no round")
+        print(line)
+    if kind == "healthy":
+        print("  fleet requests per Node, healthy rollout, most of one module: %.2f (target under 3)"
+              % max(f["requests"] / float(count) for f in results))
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--nodes", default="10,100,1000", help="fleet sizes, comma-separated (default 10,100,1000)")
+    parser.add_argument("--scenarios", default="healthy,late,late-proof,update",
+                        help="healthy, late, late-proof, update, comma-separated (default all four)")
+    parser.add_argument("--collection", default=ROOT,
+                        help="the collection's checkout whose modules run (default this one): another commit's "
+                             "tree (git archive) gives figures to compare")
+    args = parser.parse_args(argv)
+    importable(args.collection)
+    for count in [int(n) for n in args.nodes.split(",") if n]:
+        for kind in [k for k in args.scenarios.split(",") if k]:
+            if kind not in TITLES:
+                parser.error("unknown scenario %r: one of %s" % (kind, ", ".join(TITLES)))
+            report(count, kind, scenario(count, kind))
+        sys.stdout.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
