@@ -9,7 +9,12 @@ import os
 import sys
 
 
-def main(argv=None):
+# programs with their own options and no logging set-up: the systemd exporter's helpers
+STANDALONE = {"checkpoint-relay": "checkpoint_relay", "check-tls": "tls_check"}
+
+
+def build_parser():
+    """The agent's command line: one subcommand per program."""
     parser = argparse.ArgumentParser(prog="numa-agent", description="numa.kube's node agent")
     parser.add_argument("--log-level", default=os.environ.get("NUMA_AGENT_LOG_LEVEL", "INFO"),
                         choices=["DEBUG", "INFO", "WARNING", "ERROR"])
@@ -31,7 +36,20 @@ def main(argv=None):
         "exporter", help="Prometheus metrics per NUMA node, pod and container",
         description="The NUMA exporter: node metrics from sysfs, kubelet's assignments from its PodResources "
                     "API, each container's memory per NUMA node from its cgroup.")
-    exporter.add_argument("--sysfs", default="/sys", help="where sysfs is mounted (default /sys)")
+    exporter.add_argument("--sysfs", "--sysfs-root", dest="sysfs", default="/sys",
+                          help="where sysfs is mounted (default /sys)")
+    exporter.add_argument("--kubelet-data", choices=["pod-resources", "checkpoints"], default="pod-resources",
+                          help="where kubelet's assignments come from: pod-resources (default) asks its PodResources "
+                               "API (needs gRPC, as in the agent's image); checkpoints reads copies of its CPU and "
+                               "Memory Manager checkpoints in --checkpoint-dir (standard library only: the "
+                               "numa_exporter role's service, with its checkpoint-relay; no per-container locality)")
+    exporter.add_argument("--checkpoint-dir", default="/run/numa-exporter",
+                          help="with --kubelet-data=checkpoints: the folder of cpu_manager_state and "
+                               "memory_manager_state (default %(default)s, where checkpoint-relay copies them)")
+    exporter.add_argument("--containers", choices=["all", "exclusive", "none"], default="all",
+                          help="which containers get per-container series: all (default), exclusive (only those "
+                               "kubelet gave exclusive CPUs, memory-manager memory or NUMA-bound devices) or none "
+                               "(node totals only; the cgroup tree is then not read)")
     exporter.add_argument("--cgroup-root", default="/sys/fs/cgroup",
                           help="the node's cgroup v2 root, where kubelet's kubepods tree is (default %(default)s; "
                                "empty: no per-container locality)")
@@ -82,9 +100,28 @@ def main(argv=None):
     publisher.add_argument("--resync", type=float, default=60.0,
                            help="seconds after which kubelet's configuration is read and the object written "
                                 "again even if nothing seemed to change (default %(default)s)")
+    programs.add_parser("checkpoint-relay", add_help=False,
+                        help="copy kubelet's CPU and Memory Manager checkpoints where the systemd exporter may read "
+                             "them (its own --help)")
+    programs.add_parser("check-tls", add_help=False,
+                        help="tell whether a certificate, key and CA can serve the exporter (its own --help)")
+    return parser
+
+
+def parse_args(argv):
+    parser = build_parser()
     args = parser.parse_args(argv)
     if args.program == "exporter" and bool(args.tls_cert_file) != bool(args.tls_key_file):
         parser.error("--tls-cert-file and --tls-key-file go together")
+    return args
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv and argv[0] in STANDALONE:
+        module = __import__("numa_agent." + STANDALONE[argv[0]], fromlist=["main"])
+        return module.main(argv[1:])
+    args = parse_args(argv)
     logging.basicConfig(level=args.log_level, stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if args.program == "device-plugin":

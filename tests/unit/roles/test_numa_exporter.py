@@ -1,15 +1,17 @@
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The exporter script the numa_exporter role installs, served for real on 127.0.0.1 and scraped."""
+"""The exporter program the numa_exporter role installs (the node agent's, packed by files/bundle.py),
+served for real on 127.0.0.1 and scraped."""
 
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import importlib.util
 import json
 import os
+import sys
 import threading
+import types
 import urllib.request
 
 import pytest
@@ -18,14 +20,22 @@ from prometheus_client.parser import text_string_to_metric_families
 from ansible_collections.numa.kube.tests.unit.plugins.sysfs_tree import two_socket_interleaved
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-SCRIPT = os.path.join(ROOT, "roles", "numa_exporter", "files", "numa_exporter.py")
+BUNDLE = os.path.join(ROOT, "roles", "numa_exporter", "files", "bundle.py")
+sys.path.insert(0, os.path.join(ROOT, "agent"))
+# the units' own options, as the role's template writes them before the ones each test adds
+UNIT_OPTIONS = ["exporter", "--kubelet-data=checkpoints", "--authentication=none", "--cgroup-root=",
+                "--pod-resources-socket="]
 
 
 def load_script():
-    spec = importlib.util.spec_from_file_location("numa_exporter_script", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    """The programs the role's units run, from the agent's package (what the bundle holds)."""
+    from numa_agent import __main__ as agent, checkpoint_relay, exporter, tls_check
+
+    return types.SimpleNamespace(
+        parse_args=lambda argv: agent.parse_args(UNIT_OPTIONS + list(argv)),
+        serve=lambda args, ready=None, stop=None: exporter.main(args, stop=stop, ready=ready),
+        Relay=checkpoint_relay.Relay, relay=checkpoint_relay.main, parse_relay_args=checkpoint_relay.parse_relay_args,
+        tls_problems=tls_check.tls_problems, main=agent.main)
 
 
 @pytest.fixture
@@ -35,7 +45,7 @@ def served(tmp_path):
     sys_root, _proc = two_socket_interleaved().write(str(tmp_path / "m"))
     kubelet = tmp_path / "copies"
     kubelet.mkdir()
-    args = script.parse_args(["--port", "0", "--sysfs-root", sys_root, "--checkpoint-dir", str(kubelet), "--lib", ""])
+    args = script.parse_args(["--port", "0", "--sysfs-root", sys_root, "--checkpoint-dir", str(kubelet)])
     port = []
     bound = threading.Event()
     stop = threading.Event()
@@ -88,32 +98,33 @@ def test_a_broken_topology_is_reported_and_the_last_good_one_kept(served):
     assert samples[("numa_node_cpus_count", (("numa_node", "0"),))] == 8
 
 
-def test_the_files_the_role_installs_are_enough_to_run(tmp_path):
-    """Copy exactly what tasks/main.yml installs and import the exporter's code from there alone."""
-    import shutil
+def test_the_program_the_role_packs_runs_from_its_one_file(tmp_path):
+    """Pack what tasks/main.yml packs (bundle.py, the same bytes twice) and run the exporter from that file
+    alone, with an isolated interpreter, as the units do."""
     import subprocess
-    import sys
 
     import yaml
 
     tasks = yaml.safe_load(open(os.path.join(ROOT, "roles", "numa_exporter", "tasks", "main.yml")))
-    install = next(t for t in tasks if t["name"] == "Install the collection code the exporter imports")
-    lib = tmp_path / "lib"
-    target = lib / "ansible_collections" / "numa" / "kube" / "plugins" / "module_utils"
-    target.mkdir(parents=True)
-    for name in install["loop"]:
-        shutil.copy(os.path.join(ROOT, "plugins", "module_utils", name), str(target / name))
-    shutil.copy(SCRIPT, str(tmp_path / "numa_exporter.py"))
+    pack = next(t for t in tasks if t["name"] == "Pack the exporter program on the controller")
+    assert pack["ansible.builtin.command"]["argv"][1] == "{{ role_path }}/files/bundle.py"
+    for output in ("one.pyz", "two.pyz"):
+        subprocess.run([sys.executable, BUNDLE, ROOT, str(tmp_path / output)], check=True, capture_output=True,
+                       timeout=60)
+    assert (tmp_path / "one.pyz").read_bytes() == (tmp_path / "two.pyz").read_bytes(), "the same code packs the same"
     sys_root, _proc = two_socket_interleaved().write(str(tmp_path / "m"))
-    code = ("import sys; sys.path.insert(0, %r); import numa_exporter as e; "
-            "a = e.parse_args(['--lib', %r, '--sysfs-root', %r]); "
-            "print([l for l in e.build_render(a)().splitlines() if l.startswith('numa_node_cpus_count{numa_node=\"1\"}')])"
-            % (str(tmp_path), str(lib), sys_root))
+    code = ("import sys; sys.path.insert(0, %r); from numa_agent import __main__ as m, exporter as e; "
+            "a = m.parse_args(%r); print([l for l in e.Exporter(a).render().splitlines() "
+            "if l.startswith('numa_node_cpus_count{numa_node=\"1\"}')])"
+            % (str(tmp_path / "one.pyz"), UNIT_OPTIONS + ["--sysfs-root", sys_root, "--checkpoint-dir", str(tmp_path)]))
     env = dict((k, v) for k, v in os.environ.items() if k != "PYTHONPATH")
     done = subprocess.run([sys.executable, "-I", "-c", code], cwd=str(tmp_path), env=env, capture_output=True,
                           text=True, timeout=60, check=False)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == str(['numa_node_cpus_count{numa_node="1"} 8'])
+    helped = subprocess.run([sys.executable, "-I", str(tmp_path / "one.pyz"), "checkpoint-relay", "--help"], env=env,
+                            capture_output=True, text=True, timeout=60, check=False)
+    assert helped.returncode == 0 and "--kubelet-root" in helped.stdout, helped.stderr
 
 
 def test_serves_tls_and_picks_up_a_renewed_certificate(tmp_path):
@@ -131,7 +142,7 @@ def test_serves_tls_and_picks_up_a_renewed_certificate(tmp_path):
     certificate("first")
     script = load_script()
     sys_root, _proc = two_socket_interleaved().write(str(tmp_path / "m"))
-    args = script.parse_args(["--listen-address", "127.0.0.1", "--port", "0", "--sysfs-root", sys_root, "--lib", "",
+    args = script.parse_args(["--listen-address", "127.0.0.1", "--port", "0", "--sysfs-root", sys_root,
                               "--tls-cert-file", str(tmp_path / "tls.crt"), "--tls-key-file", str(tmp_path / "tls.key")])
     port, bound, stop = [], threading.Event(), threading.Event()
     thread = threading.Thread(target=script.serve, args=(args, lambda n: (port.append(n), bound.set()), stop))
@@ -540,7 +551,7 @@ def test_the_exporter_unit_serves_https_by_default_without_any_capability(overri
 def test_the_relay_unit_is_root_without_capabilities_network_or_kubelets_secrets():
     unit = render_unit("numa-exporter-checkpoints.service.j2")
     exec_start = directive(unit, "ExecStart")
-    assert len(exec_start) == 1 and exec_start[0].split()[3] == "relay", exec_start
+    assert len(exec_start) == 1 and exec_start[0].split()[3] == "checkpoint-relay", exec_start
     words = exec_start[0].split()
     assert words[words.index("--into") + 1] == "/run/numa-exporter"
     assert words[words.index("--kubelet-root") + 1] == "/var/lib/kubelet"
@@ -638,3 +649,16 @@ def test_the_ca_folder_is_git_ignored_and_a_key_others_can_read_is_refused(tmp_p
     done = run_ca_play(tmp_path, ca_dir)
     assert done.returncode == 0, done.stdout + done.stderr
     assert (ca_dir / ".gitignore").read_text() == "ca.key\n", "an existing CA is used as it is"
+
+
+@pytest.mark.parametrize("containers", ["all", "exclusive", "none"])
+def test_the_exporter_unit_is_a_command_line_the_program_takes(containers):
+    """The unit's words after the program file parse as the agent's exporter options, limit included."""
+    from numa_agent import __main__ as agent
+
+    exec_start = directive(render_unit("numa-exporter.service.j2", numa_exporter_containers=containers), "ExecStart")
+    words = exec_start[0].split()
+    assert words[:3] == ["/usr/bin/python3", "-I", "/opt/numa-exporter/numa-exporter.pyz"], words
+    args = agent.parse_args(words[3:])
+    assert (args.program, args.kubelet_data, args.authentication) == ("exporter", "checkpoints", "none")
+    assert args.containers == containers and args.checkpoint_dir == "/run/numa-exporter" and args.cgroup_root == ""
