@@ -154,3 +154,19 @@ def test_checkpoint_fallback_of_the_systemd_exporter(tmp_path):
 def test_label_values_are_escaped():
     family = numa_metrics.Family("x_info", "gauge", "help").add((("a", 'q"\\\n'),), 1)
     assert numa_metrics.render([family]).splitlines()[-1] == 'x_info{a="q\\"\\\\\\n"} 1'
+
+
+def test_the_exporter_reads_the_topology_through_the_facts_reader(tmp_path):
+    """One sysfs reader: the exporter's static topology is SysfsReader's, as topology_facts reports it."""
+    from ansible_collections.numa.kube.plugins.module_utils.topology import SysfsReader
+
+    machine = four_nodes_with_memory_only()
+    machine.add_pci("0000:3b:00.0", 0x020000, numa_node=3)
+    scrape, root = scraper(tmp_path, machine)
+    facts = SysfsReader(root, os.path.join(os.path.dirname(root), "proc")).read()
+    assert [n["id"] for n in scrape.topology.nodes] == facts["node_ids"]
+    assert dict((n["id"], n["cpus"]) for n in scrape.topology.nodes) == dict((n["id"], n["cpus"]) for n in facts["nodes"])
+    assert dict((n["id"], dict((str(k), v) for k, v in n["distances"])) for n in scrape.topology.nodes) == \
+        dict((n["id"], n["distances"]) for n in facts["nodes"])
+    nic = [device for device in facts["pci_devices"] if device["address"] == "0000:3b:00.0"][0]
+    assert ("0000:3b:00.0", nic["class"], nic["vendor"], nic["device"], 3) in scrape.topology.pci
