@@ -152,7 +152,8 @@ class Rollout(object):
 
 
 def _resolve(value, total):
-    """A DaemonSet's maxUnavailable (count or percentage, rounded up as the controller does)."""
+    """A DaemonSet's maxUnavailable: a count, or a percentage of the nodes rounded up (the API's
+    RollingUpdateDaemonSet documentation), at least 1."""
     text = str(value if value is not None else 1)
     if text.endswith("%"):
         return max(1, int(math.ceil(total * float(text[:-1]) / 100.0)))
@@ -646,8 +647,8 @@ def report(count, kind, results):
                 else "no round")
         print(line)
     if kind == "healthy":
-        print("  fleet requests per Node, healthy rollout, most of one module: %.2f (target under 3)"
-              % max(f["requests"] / float(count) for f in results))
+        print("  fleet of %d Nodes, healthy rollout: requests per Node, the most of one module %.2f (target under 3), "
+              "all three %.2f" % (count, max(f["requests"] / float(count) for f in results), total / float(count)))
 
 
 def main(argv=None):
