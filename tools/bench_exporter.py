@@ -14,8 +14,9 @@ hyperthreads, 16 NUMA nodes of 8 CPUs, and 2 nodes with CPUs plus 2 memory-only 
 as CXL memory shows up). Prints the median and 90th percentile per scrape, the ratio of the
 medians and each server's resident memory after the run. node_exporter is Debian trixie's 1.9.0
 (prometheus-node-exporter, fetched by tools/trixie-bin), run with only its meminfo_numa
-collector; the NUMA exporter is the numa_exporter role's script (the node agent serves the same
-code) without kubelet data.
+collector; the NUMA exporter runs as the numa_exporter role's systemd unit starts it (the node
+agent's program packed by roles/numa_exporter/files/bundle.py; the role's own script in trees from
+before that), with no kubelet data.
 
 Per-container families: a kubelet cgroup v2 tree (systemd driver: kubepods.slice, QoS slices,
 pod slices, a sandbox and a container scope per pod, each folder with its control files,
@@ -133,14 +134,14 @@ def hyperthreaded(nodes, cores_per_node):
 
 
 def shapes():
-    """(label, builder of the tree under a folder) of each made-up machine."""
+    """(label, short label, builder of the tree under a folder) of each made-up machine."""
     cxl = [[10, 21, 14, 24], [21, 10, 24, 14], [14, 24, 10, 26], [24, 14, 26, 10]]
     return [
-        ("synthetic 256 CPUs with hyperthreads, 8 NUMA nodes",
+        ("synthetic 256 CPUs with hyperthreads, 8 NUMA nodes", "8 nodes, 256 CPUs",
          lambda root: synthetic_sysfs(root, hyperthreaded(8, 16))),
-        ("synthetic 128 CPUs with hyperthreads, 16 NUMA nodes",
+        ("synthetic 128 CPUs with hyperthreads, 16 NUMA nodes", "16 nodes",
          lambda root: synthetic_sysfs(root, hyperthreaded(16, 4), sockets=2)),
-        ("synthetic 2 NUMA nodes with 64 CPUs + 2 memory-only (CXL) nodes",
+        ("synthetic 2 NUMA nodes with 64 CPUs + 2 memory-only (CXL) nodes", "2 + 2 memory-only nodes",
          lambda root: synthetic_sysfs(root, hyperthreaded(2, 16) + [[], []], cxl)),
     ]
 
@@ -182,14 +183,27 @@ def collection_lib(root, workdir):
     return lib
 
 
+def exporter_command(root, workdir, sysfs, kubelet, port):
+    """How the numa_exporter role runs the exporter from the collection at ``root``: the node agent's
+    program packed into one file (roles/numa_exporter/files/bundle.py) as its systemd unit starts
+    it, or, in a tree from before that, the role's own script."""
+    script = os.path.join(root, "roles", "numa_exporter", "files", "numa_exporter.py")
+    if os.path.exists(script):
+        return [sys.executable, script, "--listen-address", "127.0.0.1", "--port", str(port), "--sysfs-root", sysfs,
+                "--kubelet-root", kubelet, "--lib", collection_lib(root, workdir)]
+    bundle = os.path.join(workdir, "numa-exporter.pyz")
+    subprocess.check_call([sys.executable, os.path.join(root, "roles", "numa_exporter", "files", "bundle.py"), root,
+                           bundle], stdout=subprocess.DEVNULL)
+    return [sys.executable, "-I", bundle, "exporter", "--kubelet-data=checkpoints", "--checkpoint-dir", kubelet,
+            "--authentication=none", "--cgroup-root=", "--pod-resources-socket=", "--containers", "all",
+            "--listen-address", "127.0.0.1", "--port", str(port), "--sysfs", sysfs]
+
+
 def start_servers(sysfs, workdir, root):
     kubelet = os.path.join(workdir, "kubelet")
     os.makedirs(kubelet, exist_ok=True)
-    lib = collection_lib(root, workdir)
     ours_port, theirs_port = free_port(), free_port()
-    ours = subprocess.Popen([sys.executable, os.path.join(root, "roles", "numa_exporter", "files", "numa_exporter.py"),
-                             "--listen-address", "127.0.0.1", "--port", str(ours_port), "--sysfs-root", sysfs,
-                             "--kubelet-root", kubelet, "--lib", lib],
+    ours = subprocess.Popen(exporter_command(root, workdir, sysfs, kubelet, ours_port),
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     theirs = subprocess.Popen([os.path.join(ROOT, "tools", "trixie-bin"), NODE_EXPORTER[0], NODE_EXPORTER[1],
                                "--collector.disable-defaults", "--collector.meminfo_numa",
@@ -210,7 +224,7 @@ def percentile(values, share):
     return ordered[min(int(len(ordered) * share), len(ordered) - 1)]
 
 
-def bench(sysfs, scrapes, label, root):
+def bench(sysfs, scrapes, label, root, short):
     with tempfile.TemporaryDirectory() as workdir:
         (ours, ours_port), (theirs, theirs_port) = start_servers(sysfs, workdir, root)
         try:
@@ -236,8 +250,8 @@ def bench(sysfs, scrapes, label, root):
                 print("  %-28s median %6.3f ms  p90 %6.3f ms  RSS %5.1f MiB  (%d bytes, %d lines a scrape)"
                       % (name, medians[name] * 1e3, percentile(values, 0.9) * 1e3,
                          rss_mib(server_pid(process)), sizes[name][0], sizes[name][1]))
-            print("  ratio of the medians (numa-exporter / node_exporter): %.2f (target 1.0 or less)"
-                  % (medians["numa-exporter"] / medians["node_exporter meminfo_numa"]))
+            print("  ratio of the medians (numa-exporter / node_exporter) on %s: %.2f (target 1.0 or less)"
+                  % (short, medians["numa-exporter"] / medians["node_exporter meminfo_numa"]))
         finally:
             for process in (ours, theirs):
                 process.terminate()
@@ -496,10 +510,10 @@ def main(argv=None):
     if args.child:
         return child(args.child, args.sysfs, args.cgroup, args.names, args.collection)
     if args.only != "containers":
-        bench("/sys", args.scrapes, "this host (/sys)", args.collection)
-        for label, build in shapes():
+        bench("/sys", args.scrapes, "this host (/sys)", args.collection, "this host")
+        for label, short, build in shapes():
             with tempfile.TemporaryDirectory() as tree:
-                bench(build(os.path.join(tree, "sys")), args.scrapes, label, args.collection)
+                bench(build(os.path.join(tree, "sys")), args.scrapes, label, args.collection, short)
             sys.stdout.flush()
     if args.only != "node":
         bench_containers([int(n) for n in args.containers.split(",") if n], args.container_scrapes, args.collection)
