@@ -576,6 +576,7 @@ def measure(name, args, program, fleet, host):
     virtual, started = clock.now, time.perf_counter()
     failed, result = run_module(name, args, host, clock)
     figures = {"module": name, "failed": failed, "message": result.get("msg", ""),
+               "left_out": len(result.get("unavailable_nodes") or []),
                "requests": fleet.requests - requests, "sent": fleet.sent - sent, "received": fleet.received - received,
                "virtual": clock.now - virtual, "real": time.perf_counter() - started,
                "rounds": len(clock.rounds) - rounds_before}
@@ -640,11 +641,11 @@ def report(count, kind, results):
                 "real %5.2f s  %s" % (figures["module"], figures["requests"], figures["requests"] / float(count),
                                       _size(figures["sent"]), _size(figures["received"]), figures["rounds"],
                                       figures["virtual"], figures["real"],
-                                      "FAILED: " + figures["message"][:160] if figures["failed"] else "ok"))
+                                      "FAILED: " + figures["message"][:160] if figures["failed"] else
+                                      "ok" + (" (%d nodes left out)" % figures["left_out"] if figures["left_out"] else "")))
         if kind.startswith("late"):
-            line += "  (%s a round with 1 node pending)" % (
-                "median %d requests" % statistics.median(figures["one_pending"]) if figures["one_pending"]
-                else "no round")
+            line += "  (requests a round with 1 node pending: %s)" % (
+                "median %g" % statistics.median(figures["one_pending"]) if figures["one_pending"] else "no such round")
         print(line)
     if kind == "healthy":
         print("  fleet of %d Nodes, healthy rollout: requests per Node, the most of one module %.2f (target under 3), "
