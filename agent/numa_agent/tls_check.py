@@ -21,7 +21,6 @@ import time
 RENEW_DAYS = 30
 
 
-
 def parse_check_args(argv):
     parser = argparse.ArgumentParser(prog="numa-agent check-tls",
                                      description="Tell whether a certificate, its key and a CA can serve the "

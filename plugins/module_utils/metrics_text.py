@@ -59,10 +59,8 @@ class Family(object):
         yield "# TYPE %s %s" % (name, self.kind)
         with_labels = name + "{"
         for labels, value in self.samples:
-            if type(value) is int:  # noqa: E721 - the common case, without number()'s checks
-                text = str(value)
-            else:
-                text = number(value)
+            # integers, the common case, without number()'s checks
+            text = str(value) if isinstance(value, int) and not isinstance(value, bool) else number(value)
             if labels:
                 yield with_labels + labels + "} " + text
             else:
