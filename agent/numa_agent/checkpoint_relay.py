@@ -51,7 +51,6 @@ def checkpoint_readable(folder, problems):
     return found
 
 
-
 def parse_relay_args(argv):
     parser = argparse.ArgumentParser(prog="numa-agent checkpoint-relay",
                                      description="Copy kubelet's CPU and Memory Manager checkpoints where the "
