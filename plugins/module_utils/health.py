@@ -6,7 +6,10 @@
 kubelet answers /healthz before its CPU Manager has restored its checkpoint; a stale
 cpu_manager_state makes it exit a moment later and systemd starts it again. One good answer
 proves little, so the service counts as healthy only once /healthz has answered ok for a settle
-period with the same main process throughout.
+period with the same main process throughout. When the process's age is known, the period counts
+from the process's start, not from the first answer seen: the time between the restart and the
+check (the rest of the change, the node coming back from a reboot) then counts towards it, and a
+kubelet that has run long enough is proven by one good answer.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -21,13 +24,14 @@ _ERROR_LINE = re.compile(r"^(?:[EF]\d{4} |.*(?:command failed|Failed to run|fail
                          r"does not exist on this machine|differs from state checkpoint))")
 
 
-def wait_healthy(probe, main_pid, clock, sleep, timeout, settle, interval=2.0):
+def wait_healthy(probe, main_pid, clock, sleep, timeout, settle, interval=2.0, age=None):
     """Poll until healthy or ``timeout`` seconds pass.
 
     ``probe()`` returns (ok, detail); ``main_pid()`` the service's main PID (0 when not running);
-    ``clock()`` seconds; ``sleep(s)`` waits. Returns a dict: ``healthy``, ``waited`` (seconds),
-    ``detail`` (the last probe's answer) and ``pids`` (main PIDs seen, in order, so a crash loop
-    shows as several).
+    ``clock()`` seconds; ``sleep(s)`` waits; ``age(pid)``, when given, the seconds since that
+    process started (None when unknown): the settle period then counts from the process's start.
+    Returns a dict: ``healthy``, ``waited`` (seconds), ``detail`` (the last probe's answer) and
+    ``pids`` (main PIDs seen, in order, so a crash loop shows as several).
     """
     start = clock()
     good_since = None
@@ -44,7 +48,10 @@ def wait_healthy(probe, main_pid, clock, sleep, timeout, settle, interval=2.0):
             if now - good_since >= settle:
                 return {"healthy": True, "waited": round(now - start, 1), "detail": detail, "pids": pids}
         elif ok and pid:
-            good_since, good_pid = now, pid
+            lived = age(pid) if age else None
+            good_since, good_pid = (now - lived if lived is not None and lived > 0 else now), pid
+            if now - good_since >= settle:
+                return {"healthy": True, "waited": round(now - start, 1), "detail": detail, "pids": pids}
         else:
             good_since, good_pid = None, None
         if now - start >= timeout:

@@ -65,6 +65,14 @@ options:
       - kubelet's version (C(v1.36.3), or the output of C(kubelet --version)); read from the
         kubelet binary when O(durable_config_dir) is set and this is omitted.
     type: str
+  files:
+    description:
+      - Files to report the SHA-1 checksum, mode and owner of (in RV(ansible_facts.kubelet_node.files)),
+        such as numa.kube's boot guard, so that a run which finds them as it would write them skips
+        writing them - one module run instead of a stat per file.
+    type: list
+    elements: path
+    default: []
   root:
     description:
       - Root folder to read below (for recorded trees in tests); services are not queried unless
@@ -194,6 +202,12 @@ ansible_facts:
           description: The file kubelet logs to when not the service's journal (RKE2), else empty.
           type: str
           sample: /var/lib/rancher/rke2/agent/logs/kubelet.log
+        files:
+          description:
+            - For each path of O(files), its C(checksum) (SHA-1 of the bytes, as M(ansible.builtin.stat)
+              gives it), C(mode) (octal string) and C(uid), or null when it is not a regular file.
+          type: dict
+          sample: {/etc/systemd/system/kubelet.service.d/50-numa-kube-memory-state.conf: {checksum: f0de2e90, mode: "0600", uid: 0}}
 problems:
   description: On failure, every problem found, one per item.
   returned: failure
@@ -201,7 +215,9 @@ problems:
   elements: str
 """
 
+import hashlib
 import os
+import stat
 
 from ansible.module_utils.basic import AnsibleModule
 
@@ -214,6 +230,21 @@ from ansible_collections.numa.kube.plugins.module_utils.kubelet_node import (
 )
 
 
+def _file_summary(path):
+    """SHA-1, mode and owner of a regular file (not followed through a link), or None."""
+    try:
+        found = os.lstat(path)
+        if not stat.S_ISREG(found.st_mode):
+            return None
+        digest = hashlib.sha1()
+        with open(path, "rb") as handle:
+            for chunk in iter(lambda: handle.read(65536), b""):
+                digest.update(chunk)
+    except (IOError, OSError):
+        return None
+    return {"checksum": digest.hexdigest(), "mode": "%04o" % stat.S_IMODE(found.st_mode), "uid": found.st_uid}
+
+
 def main():
     module = AnsibleModule(
         argument_spec=dict(
@@ -224,6 +255,7 @@ def main():
             settings=dict(type="dict", default={}),
             durable_config_dir=dict(type="path"),
             kubelet_version=dict(type="str"),
+            files=dict(type="list", elements="path", default=[]),
             root=dict(type="path", default="/"),
         ),
         supports_check_mode=True,
@@ -252,6 +284,8 @@ def main():
                          params["settings"], service_states if params["root"] == "/" else None, running)
     except KubeletNodeError as exc:
         module.fail_json(msg=" | ".join(exc.problems), problems=exc.problems)
+    node["files"] = dict((path, _file_summary(os.path.join(params["root"], path.lstrip("/"))))
+                         for path in params["files"])
     module.exit_json(changed=False, ansible_facts={"kubelet_node": node})
 
 

@@ -17,6 +17,9 @@ description:
     healthy once C(/healthz) has answered C(ok) for O(settle) seconds with the same process
     throughout - kubelet answers before its CPU Manager restores its checkpoint, and a stale
     C(cpu_manager_state) makes it exit a moment later, so one good answer is not enough.
+  - The settle period counts from the start of the process (its age, from C(/proc)), not from the
+    first good answer: a kubelet restarted earlier in the change (or at boot) has spent part of it
+    already, and one that has run O(settle) seconds is proven by one good answer.
   - When O(timeout) passes first, fails with the error lines kubelet wrote to the journal since
     O(since) (klog error and fatal lines, such as the Memory Manager's
     C(is not equal to the value ... determined by Node Allocatable feature)).
@@ -36,7 +39,7 @@ options:
     type: int
     default: 300
   settle:
-    description: Seconds C(/healthz) must stay ok with the same process.
+    description: Seconds the same process must have run, answering C(/healthz) ok.
     type: int
     default: 20
   process:
@@ -151,6 +154,19 @@ def _tail(path, start):
         return ""
 
 
+def _process_age(pid):
+    """Seconds since process ``pid`` started (from /proc/uptime and its stat), or None."""
+    try:
+        with open("/proc/uptime") as handle:
+            uptime = float(handle.read().split()[0])
+        with open("/proc/%d/stat" % pid) as handle:
+            # the command name (field 2) may hold spaces: the fields after its ')' are fixed
+            fields = handle.read().rsplit(")", 1)[1].split()
+        return uptime - int(fields[19]) / float(os.sysconf("SC_CLK_TCK"))
+    except (IOError, OSError, ValueError, IndexError):
+        return None
+
+
 def main():
     module = AnsibleModule(
         argument_spec=dict(
@@ -188,7 +204,8 @@ def main():
         return int(out.strip()) if rc == 0 and out.strip().isdigit() else 0
 
     log_start = _size(params["log_file"]) if params["log_file"] else 0
-    outcome = wait_healthy(probe, main_pid, time.time, time.sleep, params["timeout"], params["settle"])
+    outcome = wait_healthy(probe, main_pid, time.time, time.sleep, params["timeout"], params["settle"],
+                           age=_process_age)
     if params["log_file"]:
         journal = _tail(params["log_file"], log_start)
     else:

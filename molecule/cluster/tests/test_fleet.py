@@ -362,6 +362,27 @@ def test_kernel_parameter_change_rolled_back_restores_grub_byte_for_byte(uneven,
     assert not api.read_node(UNEVEN).spec.unschedulable
 
 
+# --- the rollout's fixed cost per node ---------------------------------------------------------------
+
+def test_each_nodes_rollout_reports_its_overhead_outside_the_waits():
+    """The converge kept each node's rollout report (change_nodes.yml's rollout_timings): its time in
+    all, the waits by kind and the overhead outside them. The waits hold what they must - the drain
+    that evicted the node's pod, kubelet's restart with its 20 s settle (which counts from kubelet's
+    start, so the restart can take no less), numa-kubelet's reboot and no reboot on numa-uneven -
+    and the overhead is the rest, nothing counted twice."""
+    for name in (KUBELET, UNEVEN):
+        with open(os.path.join(CONTROL_PLANE, "..", "rollout-%s.json" % name)) as handle:
+            timings = json.load(handle)
+        waits = timings["waits"]
+        print("rollout of %s: %s s in all, waits %s, overhead %s s"
+              % (name, timings["total_seconds"], waits, timings["overhead_seconds"]))
+        assert sorted(waits) == ["drain", "ready", "reboot", "restart"], timings
+        assert abs(timings["total_seconds"] - timings["overhead_seconds"] - sum(waits.values())) <= 0.5, timings
+        assert waits["drain"] > 0 and waits["restart"] >= 20, timings
+        assert (waits["reboot"] > 0) == (name == KUBELET), timings
+        assert 0 < timings["overhead_seconds"] < timings["total_seconds"] - waits["restart"], timings
+
+
 # --- a second run finds nothing to do ---------------------------------------------------------------
 
 def test_a_rerun_changes_nothing_and_drains_nothing(host, uneven):

@@ -20,11 +20,27 @@ class Clock:
         self.now += seconds
 
 
-def run(timeline, timeout=60, settle=10):
-    """``timeline(t)`` -> (ok, pid) at time t."""
+def run(timeline, timeout=60, settle=10, started=None, start=0.0):
+    """``timeline(t)`` -> (ok, pid) at time t; ``started(pid)`` -> when that process started."""
     clock = Clock()
+    clock.now = start
+    age = (lambda pid: clock.now - started(pid)) if started else None
     return wait_healthy(lambda: (timeline(clock.now)[0], "x"), lambda: timeline(clock.now)[1], clock.time,
-                        clock.sleep, timeout, settle)
+                        clock.sleep, timeout, settle, age=age)
+
+
+def test_the_settle_counts_from_the_process_start_when_its_age_is_known():
+    # kubelet (pid 100) started at t=0 and answers ok from t=6; the check begins at t=30: one answer
+    result = run(lambda t: (t >= 6, 100), started=lambda pid: 0.0, start=30.0)
+    assert result["healthy"] and result["waited"] == 0 and result["pids"] == [100]
+    # begun at t=4, two seconds before the first ok: healthy 10 s after the start, not after the first ok
+    result = run(lambda t: (t >= 6, 100), started=lambda pid: 0.0, start=4.0)
+    assert result["healthy"] and result["waited"] == 6
+
+
+def test_a_crash_loop_stays_unhealthy_when_each_process_is_young():
+    result = run(lambda t: (int(t) % 8 < 4, 1000 + int(t) // 8), started=lambda pid: (pid - 1000) * 8.0)
+    assert not result["healthy"] and len(result["pids"]) > 3
 
 
 def test_healthy_after_settling_with_one_process():

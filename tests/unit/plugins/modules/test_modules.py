@@ -288,6 +288,23 @@ def test_kubelet_facts_on_a_recorded_kubeadm_node(tmp_path):
     assert node["config"]["cgroupDriver"] == "systemd" and node["service_state"] == "unknown"
 
 
+def test_kubelet_facts_reports_the_files_asked_for_as_stat_would(tmp_path):
+    import hashlib
+    config = tmp_path / "var" / "lib" / "kubelet" / "config.yaml"
+    config.parent.mkdir(parents=True)
+    config.write_text(KUBEADM)
+    guard = tmp_path / "usr" / "local" / "libexec" / "guard"
+    guard.parent.mkdir(parents=True)
+    guard.write_bytes(b"#!/bin/sh\n")
+    guard.chmod(0o700)
+    failed, result = run(kubelet_facts, {"root": str(tmp_path), "files": ["/usr/local/libexec/guard", "/etc/none"]},
+                         check_mode=True)
+    files = result["ansible_facts"]["kubelet_node"]["files"]
+    assert not failed and files["/etc/none"] is None, files
+    assert files["/usr/local/libexec/guard"] == {"checksum": hashlib.sha1(b"#!/bin/sh\n").hexdigest(), "mode": "0700",
+                                                 "uid": os.getuid()}
+
+
 def test_kubelet_facts_fails_with_every_problem(tmp_path):
     failed, result = run(kubelet_facts, {"root": str(tmp_path)})
     assert failed and "kubelet_distribution" in result["msg"]

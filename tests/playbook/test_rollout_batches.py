@@ -1,0 +1,111 @@
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""change_nodes.yml runs its nodes in the batches numa_kube_batch_size asks for - a number, a
+percentage or a ramp, templated into the play keyword serial by the pinned ansible-core - stops at
+a failure in a ramp's first batch of one, and refuses a value given where serial cannot see it;
+site.yml's preflight refuses a batch size serial would misread, naming it. Six local hosts, every
+part off and no API: only the envelope's own read (recover) and the batch check run per node."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+HOSTS = ["node%02d" % index for index in range(1, 7)]
+OFF = {"kernel_args_manage": False, "kubelet_manage": False, "containerd_nri_manage": False, "rollout_drain": False}
+
+
+def play(tmp_path, playbook, extra, inventory_vars=None, host_vars=None, more=()):
+    hosts = dict((name, dict({"ansible_connection": "local", "ansible_python_interpreter": sys.executable,
+                              "rollout_marker_dir": str(tmp_path / "record" / name)}, **(host_vars or {}).get(name, {})))
+                 for name in HOSTS)
+    inventory = tmp_path / "hosts.json"
+    inventory.write_text(json.dumps({"all": {"vars": inventory_vars or {}, "children": {"numa_nodes": {"hosts": hosts}}}}))
+    env = dict(os.environ, ANSIBLE_STDOUT_CALLBACK="ansible.builtin.json", ANSIBLE_NOCOLOR="1", ANSIBLE_FORKS="10",
+               ANSIBLE_COLLECTIONS_PATH=os.path.join(ROOT, ".venv", "collections"),
+               ANSIBLE_LOCAL_TEMP=str(tmp_path / "tmp"), ANSIBLE_HOME=str(tmp_path / "home"))
+    command = [os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i", str(inventory),
+               os.path.join(ROOT, "playbooks", playbook), "-e", json.dumps(dict(OFF, **extra))] + list(more)
+    if playbook == "change_nodes.yml":
+        command += ["--tags", "no_part"]  # only the tasks tagged always: the batch check and the envelope's own
+    done = subprocess.run(command, env=env, cwd=ROOT, capture_output=True, text=True, timeout=600, check=False)
+    return done, json.loads(done.stdout)
+
+
+def batches(report):
+    """The hosts of each batch, in order: the json callback starts a play entry per batch."""
+    found = []
+    for entry in report["plays"]:
+        hosts = sorted(set(host for task in entry["tasks"] for host in task["hosts"]))
+        if hosts:
+            found.append(hosts)
+    return found
+
+
+def test_nodes_change_in_the_batches_of_a_ramp(tmp_path):
+    # a number, a percentage (34 % of 6 is 2) and the last item repeated; the sizes of every other
+    # value are compared with ansible-core's own batching in tests/unit (test_rollout_batches.py)
+    done, report = play(tmp_path, "change_nodes.yml", {"numa_kube_batch_size": [1, "34%", "25%"]})
+    assert done.returncode == 0, done.stdout[-3000:]
+    seen = batches(report)
+    assert [len(batch) for batch in seen] == [1, 2, 1, 1, 1], seen
+    assert sum(seen, []) == HOSTS, "every node once, in inventory order"
+
+
+def test_a_failure_in_the_first_batch_of_a_ramp_stops_the_run_whatever_the_percentage(tmp_path):
+    # node01's record folder is refused by the envelope's first read: its batch of one fails whole,
+    # and ansible-core ends the play then, even with 99 % of failures tolerated
+    done, report = play(tmp_path, "change_nodes.yml", {"numa_kube_batch_size": [1, "50%"],
+                                                        "numa_kube_max_fail_percentage": 99},
+                        host_vars={"node01": {"rollout_marker_dir": "relative/folder"}})
+    assert done.returncode != 0
+    assert batches(report) == [["node01"]], batches(report)
+    assert report["stats"]["node01"]["failures"] == 1 and "node02" not in report["stats"]
+
+
+def test_a_tolerated_failure_lets_the_next_batches_run(tmp_path):
+    done, report = play(tmp_path, "change_nodes.yml", {"numa_kube_batch_size": 3, "numa_kube_max_fail_percentage": 34},
+                        host_vars={"node02": {"rollout_marker_dir": "relative/folder"}})
+    assert [len(batch) for batch in batches(report)] == [3, 3], batches(report)
+    assert done.returncode != 0 and report["stats"]["node02"]["failures"] == 1
+    assert all(report["stats"][name]["failures"] == 0 for name in HOSTS if name != "node02")
+
+
+def test_a_batch_size_from_the_inventory_is_refused_at_the_first_batch(tmp_path):
+    """serial is templated before any host's variables: from group_vars it would silently be 1."""
+    done, report = play(tmp_path, "change_nodes.yml", {}, inventory_vars={"numa_kube_batch_size": 3})
+    assert done.returncode != 0
+    check = [task for task in report["plays"][0]["tasks"]
+             if task["task"]["name"] == "Check that this batch is as numa_kube_batch_size asks"][0]
+    message = check["hosts"]["node01"]["msg"]
+    assert "This batch has 1 node(s)" in message and "asks for 3" in message and "with -e" in message, message
+    assert len(batches(report)) == 1, "nothing ran after the refusal"
+
+
+@pytest.mark.parametrize("size", [0, "150%", "five", [1, 2.5]])
+def test_the_preflight_refuses_a_batch_size_serial_would_misread(tmp_path, size):
+    done, report = play(tmp_path, "site.yml", {"numa_kube_batch_size": size},
+                        more=["--check", "--start-at-task", "Check what is asked of the node (numa_kube_state)"])
+    assert done.returncode != 0
+    task = [task for task in report["plays"][0]["tasks"] if task["task"]["name"].startswith("Check the batches")][0]
+    message = list(task["hosts"].values())[0]["msg"]
+    assert "numa_kube_batch_size is" in message and "a whole number of nodes of 1 or more" in message, message
+    assert len(report["plays"]) == 1, "no node was read or changed"
+
+
+def test_the_preflight_shows_the_batches_and_the_forks_they_need(tmp_path):
+    # a record folder refused by the next check ends the run right after the batches are shown
+    done, report = play(tmp_path, "site.yml", {"numa_kube_batch_size": [1, "50%"], "numa_kube_max_fail_percentage": "10%",
+                                               "numa_kube_record_dir": "relative"},
+                        more=["--check", "--start-at-task", "Check what is asked of the node (numa_kube_state)"])
+    assert done.returncode != 0 and len(report["plays"]) == 1
+    task = [task for task in report["plays"][0]["tasks"] if task["task"]["name"].startswith("Show the batches")][0]
+    message = list(task["hosts"].values())[0]["msg"]
+    assert "6 worker(s) in batches of 1, 3, 2" in message and "at least 3 fork(s)" in message, message
