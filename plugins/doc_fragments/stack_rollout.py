@@ -14,7 +14,7 @@ class ModuleDocFragment(object):
 options:
   max_unavailable:
     description:
-      - The DaemonSet's C(spec.updateStrategy.rollingUpdate.maxUnavailable): how many nodes' pods an
+      - The DaemonSet's C(spec.updateStrategy.rollingUpdate.maxUnavailable), how many nodes' pods an
         update takes down at once. A count (at least 1) or a percentage of the nodes that should run
         the pod (C("1%") to C("100%")), which Kubernetes rounds up, so C("10%") is one node on a
         cluster of up to ten and 100 at a time on 1,000 nodes.
@@ -23,9 +23,10 @@ options:
     default: "10%"
   unavailable_nodes_allowed:
     description:
-      - How many selected nodes may be unavailable without failing the task: NotReady or unreachable
-        (their Node's C(Ready) condition is not C(True)) or, for the device plugin, with a kubelet that
-        does not answer C(/configz). A count or a percentage of the selected nodes, rounded down.
+      - How many selected nodes may be unavailable without failing the task. A node is unavailable
+        when its Node's C(Ready) condition is not C(True) (NotReady or unreachable) or, for the
+        device plugin, when its kubelet does not answer C(/configz). A count or a percentage of the
+        selected nodes, rounded down.
       - Those nodes are left out of the proof, named in RV(unavailable_nodes) and in a warning. More
         of them fail the task before anything is applied.
       - The default C("5%") lets a fleet keep a few machines in repair (50 of 1,000) while a cluster
@@ -44,7 +45,7 @@ options:
   wait_ceiling:
     description:
       - Seconds the whole task may take at most, its requests and waits included, however the
-        rollout moves: the hard limit that keeps a slow rollout from waiting for ever. 1 to 86400.
+        rollout moves. It is the hard limit that keeps a slow rollout from waiting for ever. 1 to 86400.
       - One DaemonSet wave (the nodes O(max_unavailable) lets go at once) takes about as long as a
         pod takes to start and turn ready; raise this when O(max_unavailable) is small on a large
         cluster (1 on 1,000 nodes takes hours).

@@ -26,7 +26,7 @@ description:
     align anything (CPU Manager other than C(static), Topology Manager policy other than
     C(single-numa-node) or C(restricted)).
   - Then waits for the DaemonSet's rollout (O(max_unavailable) nodes at a time) and for every
-    selected node to show each C(numa-align/numa-N) at O(capacity) in its allocatable: one list of
+    selected node to show each C(numa-align/numa-N) at O(capacity) in its allocatable, with one list of
     the Nodes a round, each node looked at until it shows them and not again. The waits run while
     the rollout moves (see O(wait_timeout) and O(wait_ceiling)).
   - The kubelets' C(/configz) are read a few at a time (at most 8 at once, 10 s each). Unavailable

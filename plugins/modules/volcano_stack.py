@@ -25,7 +25,7 @@ description:
   - Without O(manifest), an existing Volcano (for example from its Helm chart) is left alone.
   - With O(publisher_image), deploys the node agent's Numatopology publisher as a DaemonSet (one
     C(nodeinfo.volcano.sh/v1alpha1) C(Numatopology) per node, kept current from kubelet's
-    C(/configz), its PodResources API and sysfs) and waits until every selected node has its object:
+    C(/configz), its PodResources API and sysfs) and waits until every selected node has its object, with
     one list of the objects' metadata a round (a GET each once ten or fewer are left), each node
     looked at until its object is there and not again. Selected nodes that are NotReady, up to
     O(unavailable_nodes_allowed), are left out and named. The waits run while the rollouts move
@@ -160,8 +160,10 @@ options:
     default: true
   max_unavailable:
     description:
-      - The publisher DaemonSet's C(maxUnavailable) (Volcano's own workloads are Deployments and
-        keep the manifest's strategy).
+      - The publisher DaemonSet's C(maxUnavailable), how many nodes' publisher pods an update takes
+        down at once. A count (at least 1) or a percentage of the nodes (C("1%") to C("100%")),
+        which Kubernetes rounds up.
+      - Volcano's own workloads are Deployments and keep the manifest's strategy.
 notes:
   - Check mode applies with the API server's dry run (objects in a namespace the run would create
     are shown as they would be sent).
