@@ -18,5 +18,8 @@ if not _importable():
     _LINK = os.path.join(_COLLECTIONS, "ansible_collections", "numa", "kube")
     if not os.path.exists(_LINK):
         os.makedirs(os.path.dirname(_LINK), exist_ok=True)
-        os.symlink(_HERE, _LINK)
+        try:
+            os.symlink(_HERE, _LINK)
+        except FileExistsError:  # another pytest-xdist worker made it first
+            pass
     sys.path.insert(0, _COLLECTIONS)
