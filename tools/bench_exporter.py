@@ -486,8 +486,8 @@ def race(count, scrapes, sysfs, cgroup, names_file, root):
         for role, other in (("exporter", "floor"), ("floor", "exporter"), ("exporter-walking", "exporter")):
             extra = sorted(_short(path, sysfs, cgroup) for path in files[role] - files[other])
             if extra:
-                print("  only the %s reads %s%s" % (role, ", ".join(extra[:4]), " and %d more" % (len(extra) - 4)
-                                                     if len(extra) > 4 else ""))
+                more = " and %d more" % (len(extra) - 4) if len(extra) > 4 else ""
+                print("  only the %s reads %s%s" % (role, ", ".join(extra[:4]), more))
         floor_median = statistics.median(times["floor"])
         print("  ratio of the medians (exporter / floor) at %d containers: %.2f (target 1.5 or less at 110 and 500)"
               % (count, statistics.median(times["exporter"]) / floor_median))

@@ -231,12 +231,13 @@ class Fleet(object):
         conditions.append({"type": "Ready", "status": "True", "reason": "KubeletReady",
                            "message": "kubelet is posting ready status", "lastHeartbeatTime": "2026-11-25T10:00:00Z",
                            "lastTransitionTime": "2026-11-20T08:00:00Z"})
-        obj = {"apiVersion": "v1", "kind": "Node", "metadata": {
-            "name": name, "uid": hashlib.sha1(name.encode()).hexdigest()[:32], "resourceVersion": str(1000 + index),
-            "creationTimestamp": "2026-11-20T08:00:00Z", "labels": labels,
-            "annotations": {"node.alpha.kubernetes.io/ttl": "0",
-                            "volumes.kubernetes.io/controller-managed-attach-detach": "true",
-                            "kubeadm.alpha.kubernetes.io/cri-socket": "unix:///run/containerd/containerd.sock"}},
+        metadata = {"name": name, "uid": hashlib.sha1(name.encode()).hexdigest()[:32],
+                    "resourceVersion": str(1000 + index), "creationTimestamp": "2026-11-20T08:00:00Z", "labels": labels,
+                    "annotations": {"node.alpha.kubernetes.io/ttl": "0",
+                                    "volumes.kubernetes.io/controller-managed-attach-detach": "true",
+                                    "kubeadm.alpha.kubernetes.io/cri-socket": "unix:///run/containerd/containerd.sock"}}
+        obj = {
+            "apiVersion": "v1", "kind": "Node", "metadata": metadata,
             "spec": {"podCIDR": "10.%d.%d.0/24" % (index // 256, index % 256), "providerID": "numa://" + name},
             "status": {"capacity": capacity, "allocatable": allocatable, "conditions": conditions,
                        "addresses": [{"type": "InternalIP", "address": "10.0.%d.%d" % (index // 256, index % 256)},
@@ -316,9 +317,9 @@ class Fleet(object):
             if path in self.store:
                 return 200, self._with_status(path)
             prefix = path + "/"
+            selector = _selector(query.get("labelSelector"))
             items = [self._with_status(p) for p in sorted(self.store) if p.startswith(prefix)
-                     and "/" not in p[len(prefix):] and _matches(self.store[p]["metadata"].get("labels"),
-                                                                _selector(query.get("labelSelector")))]
+                     and "/" not in p[len(prefix):] and _matches(self.store[p]["metadata"].get("labels"), selector)]
             if items or parts[-1] in ("pods", "daemonsets", "configmaps", "secrets", "services"):
                 return 200, {"kind": "List", "apiVersion": "v1", "metadata": {"resourceVersion": str(self.version)},
                              "items": items}
