@@ -18,6 +18,8 @@ import os
 import re
 import time
 
+from ansible_collections.numa.kube.plugins.module_utils.kube_wait import wait_progress
+
 try:
     from concurrent.futures import ThreadPoolExecutor
 except ImportError:  # Python 2 (sanity's compile test only): calls then run one after the other
@@ -593,8 +595,6 @@ class KubeApi:
         function of check's value, higher when further along) ``timeout`` is the time without
         progress after which the wait fails, and the task's deadline its hard limit."""
         if progress is not None:
-            from ansible_collections.numa.kube.plugins.module_utils.kube_wait import wait_progress
-
             stall = DEFAULT_WAIT_TIMEOUT if timeout is None else timeout
             return wait_progress(check, stall, max(self.remaining(), 0), progress, interval,
                                  clock=self.clock, sleep=self.sleep)
