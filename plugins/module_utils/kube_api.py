@@ -430,9 +430,9 @@ class KubeApi:
         # a wait's last look lands on the deadline itself; a request more than MIN_REQUEST_SECONDS
         # past it belongs to a task that has run out of time
         if self.remaining() < -MIN_REQUEST_SECONDS:
-            raise KubeApiError("%s %s was not sent: the task's deadline (%s %s s) has passed; raise "
-                               "%s if the cluster needs longer" % (verb, path, self.limit_option, self.wait_timeout,
-                                                                    self.limit_option))
+            raise KubeApiError("%s %s was not sent: the task's deadline (%s %s s) has passed; raise %s if the "
+                               "cluster needs longer" % (verb, path, self.limit_option, self.wait_timeout,
+                                                         self.limit_option))
         params.setdefault("_request_timeout", self.request_timeout())
         retried = 0
         while True:

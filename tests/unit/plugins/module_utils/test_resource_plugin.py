@@ -30,8 +30,8 @@ PARAMS = {"state": "present", "name": "numa-resource-plugin", "namespace": "kube
 
 
 def node(name, allocatable=None, ready="True"):
-    return {"metadata": {"name": name}, "status": {"allocatable": allocatable or {},
-                                                    "conditions": [{"type": "Ready", "status": ready}]}}
+    status = {"allocatable": allocatable or {}, "conditions": [{"type": "Ready", "status": ready}]}
+    return {"metadata": {"name": name}, "status": status}
 
 
 def test_objects_match_the_plugin_users_know():
