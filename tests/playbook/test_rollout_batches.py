@@ -109,3 +109,12 @@ def test_the_preflight_shows_the_batches_and_the_forks_they_need(tmp_path):
     task = [task for task in report["plays"][0]["tasks"] if task["task"]["name"].startswith("Show the batches")][0]
     message = list(task["hosts"].values())[0]["msg"]
     assert "6 worker(s) in batches of 1, 3, 2" in message and "at least 3 fork(s)" in message, message
+
+
+def test_the_preflight_refuses_a_failure_percentage_above_100(tmp_path):
+    done, report = play(tmp_path, "site.yml", {"numa_kube_max_fail_percentage": 150},
+                        more=["--check", "--start-at-task", "Check what is asked of the node (numa_kube_state)"])
+    assert done.returncode != 0
+    task = [task for task in report["plays"][0]["tasks"] if task["task"]["name"].startswith("Check the batches")][0]
+    message = list(task["hosts"].values())[0]["msg"]
+    assert message.startswith("numa_kube_max_fail_percentage is 150: it must be a number from 0 to 100"), message
