@@ -18,7 +18,7 @@ description:
     throughout - kubelet answers before its CPU Manager restores its checkpoint, and a stale
     C(cpu_manager_state) makes it exit a moment later, so one good answer is not enough.
   - The settle period counts from the start of the process (its age, from C(/proc)), not from the
-    first good answer: a kubelet restarted earlier in the change (or at boot) has spent part of it
+    first good answer. A kubelet restarted earlier in the change (or at boot) has spent part of it
     already, and one that has run O(settle) seconds is proven by one good answer.
   - When O(timeout) passes first, fails with the error lines kubelet wrote to the journal since
     O(since) (klog error and fatal lines, such as the Memory Manager's
