@@ -62,8 +62,8 @@ def test_nodes_change_in_the_batches_of_a_ramp(tmp_path):
 def test_a_failure_in_the_first_batch_of_a_ramp_stops_the_run_whatever_the_percentage(tmp_path):
     # node01's record folder is refused by the envelope's first read: its batch of one fails whole,
     # and ansible-core ends the play then, even with 99 % of failures tolerated
-    done, report = play(tmp_path, "change_nodes.yml", {"numa_kube_batch_size": [1, "50%"],
-                                                        "numa_kube_max_fail_percentage": 99},
+    ramp = {"numa_kube_batch_size": [1, "50%"], "numa_kube_max_fail_percentage": 99}
+    done, report = play(tmp_path, "change_nodes.yml", ramp,
                         host_vars={"node01": {"rollout_marker_dir": "relative/folder"}})
     assert done.returncode != 0
     assert batches(report) == [["node01"]], batches(report)
