@@ -183,11 +183,11 @@ def test_an_unchanged_node_costs_one_read_per_resync_and_no_write(tmp_path):
     assert pub.step() and api.writes == ["POST"]
     version = api.objects[PATH]["metadata"]["resourceVersion"]
     del api.requests[:]
-    for unused in range(29):  # 58 s of 2 s rounds: not yet the resync (60 s with the factor 1.0)
+    for _ in range(29):  # 58 s of 2 s rounds: not yet the resync (60 s with the factor 1.0)
         clock.now += 2
         assert not pub.step()
     assert api.requests == [], "between resyncs an unchanged node asks the API server nothing"
-    for unused in range(3):
+    for _ in range(3):
         clock.now += 60
         assert not pub.step()
     assert api.requests == [("GET", PATH)] * 3, "each resync reads the object, and writes nothing when it is equal"
@@ -241,6 +241,10 @@ def test_an_object_deleted_meanwhile_is_created_again_at_the_next_change(tmp_pat
 
 def test_a_write_the_server_refuses_is_tried_again_at_the_next_round(tmp_path):
     class Failing(Api):
+        def __init__(self):
+            super(Failing, self).__init__()
+            self.fail = False
+
         def request(self, method, path, body=None):
             if self.fail:
                 self.requests.append((method, path))
@@ -248,7 +252,6 @@ def test_a_write_the_server_refuses_is_tried_again_at_the_next_round(tmp_path):
             return super(Failing, self).request(method, path, body)
 
     api, pods, clock = Failing(), PodResources(allocatable=range(1, 8)), Clock()
-    api.fail = False
     pub = publisher(tmp_path, api, Kubelet(STATIC), pods, clock=clock)
     pub.step()
     api.fail, pods.assigned_cpus = True, [3]
