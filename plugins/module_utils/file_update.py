@@ -46,3 +46,69 @@ def apply(module, path, before, after, changed, result, backup=False, make_dirs=
         file_args = module.load_file_common_arguments(module.params, path=path)
         changed = module.set_fs_attributes_if_different(file_args, changed)
     return changed
+
+
+# files that go with a change (kubelet_config's extra_files and remove_files) ----------------------
+
+def mode_value(mode):
+    """The permission bits of ``mode`` (an octal text such as "0700"), or None when it is not one."""
+    text = str(mode or "")
+    if not text or len(text) > 4 or any(digit not in "01234567" for digit in text):
+        return None
+    return int(text, 8)
+
+
+def side_file_problems(extra_files, remove_files):
+    """What is wrong with the files given to write and remove, each naming the value and the fix."""
+    problems = []
+    seen = set()
+    for index, item in enumerate(extra_files or []):
+        where = "extra_files[%d]" % index
+        path = item.get("path")
+        if not isinstance(path, str) or not os.path.isabs(path) or os.path.normpath(path) != path:
+            problems.append("%s: path %r is not an absolute, normal path: give the file's full path" % (where, path))
+        elif path in seen:
+            problems.append("%s: path %s is given twice: give each file once" % (where, path))
+        seen.add(path)
+        if not isinstance(item.get("content"), str):
+            problems.append("%s: content must be the file's text, not %r" % (where, type(item.get("content")).__name__))
+        if mode_value(item.get("mode")) is None:
+            problems.append("%s: mode %r is not an octal mode such as \"0700\": give it quoted, as a text"
+                            % (where, item.get("mode")))
+        unknown = sorted(set(item) - set(["path", "content", "mode"]))
+        if unknown:
+            problems.append("%s: unknown key(s) %s: each file has path, content and mode" % (where, ", ".join(unknown)))
+    for index, path in enumerate(remove_files or []):
+        if not isinstance(path, str) or not os.path.isabs(path) or os.path.normpath(path) != path:
+            problems.append("remove_files[%d]: %r is not an absolute, normal path: give the file's full path"
+                            % (index, path))
+        elif path in seen:
+            problems.append("remove_files[%d]: %s is also in extra_files: a file is either written or removed"
+                            % (index, path))
+    return problems
+
+
+def plan_side_files(extra_files, remove_files, found):
+    """The writes and removals that make the node hold ``extra_files`` and none of ``remove_files``.
+
+    ``found(path)`` says what is at a path: None (nothing), or (kind, text, mode bits) with kind
+    "file" (text None when it is not UTF-8) or another kind. Returns (writes, removals, problems):
+    writes as (path, text before or None, text, mode bits), removals as (path, text before or None).
+    A directory or device where a file is to be written or removed is a problem.
+    """
+    writes, removals, problems = [], [], []
+    for item in extra_files or []:
+        path, mode = item["path"], mode_value(item["mode"])
+        there = found(path)
+        if there is not None and there[0] != "file":
+            problems.append("extra_files: %s is a %s, not a file: move it away, or write the file elsewhere"
+                            % (path, there[0]))
+        elif there is None or there[1] != item["content"] or there[2] != mode:
+            writes.append((path, there[1] if there else None, item["content"], mode))
+    for path in remove_files or []:
+        there = found(path)
+        if there is not None and there[0] not in ("file", "link"):
+            problems.append("remove_files: %s is a %s, not a file: only files are removed" % (path, there[0]))
+        elif there is not None:
+            removals.append((path, there[1]))
+    return writes, removals, problems

@@ -31,7 +31,7 @@ description:
     C(reservedSystemCPUs), and C(reservedMemory) against the sums kubelet demands.
   - Reports whether kubelet must restart and whether C(cpu_manager_state) or
     C(memory_manager_state) must be removed before it can start. The module itself never restarts
-    kubelet nor removes state.
+    kubelet, and removes state only when asked to (O(remove_files), once kubelet is stopped).
   - Keeps a record of what it changed (O(record)), so that O(state=absent) takes back out only
     that - a drop-in it wrote is removed; in a merged file, each top-level field it changed gets
     back the value it had before numa.kube first changed it (or is removed when it had none), but
@@ -135,6 +135,39 @@ options:
       - Keep a timestamped copy of the previous file next to it.
     type: bool
     default: false
+  extra_files:
+    description:
+      - With O(state=present), other files that go with the change, written in the same run after
+        the configuration when their text or mode differs (a missing folder is made, mode 0755) -
+        such as the kubelet role's boot guard (a script and the systemd drop-in that runs it). The
+        module does not read them otherwise; a directory or device at a path is refused.
+      - Each written file is in RV(files) and RV(extra_written), and in the diff.
+    type: list
+    elements: dict
+    default: []
+    suboptions:
+      path:
+        description: The file's absolute path.
+        type: path
+        required: true
+      content:
+        description: What the file must hold.
+        type: str
+        required: true
+      mode:
+        description: Its permissions, an octal text such as C("0700").
+        type: str
+        required: true
+  remove_files:
+    description:
+      - Files to remove in the same run (not in check mode) - the state files kubelet would refuse
+        (RV(remove_cpu_manager_state), RV(remove_memory_manager_state) of a check-mode run) once
+        kubelet is stopped and their bytes are saved elsewhere, or, with O(state=absent), a file
+        that goes with the change being taken out. A missing file is fine; a directory is refused.
+      - Each file there is in RV(files) and RV(removed), and in the diff.
+    type: list
+    elements: path
+    default: []
   numa_node_count:
     description:
       - Number of NUMA nodes of the machine (1 to 1024), to refuse a topology policy kubelet would
@@ -247,8 +280,9 @@ format:
   sample: yaml
 differs:
   description:
-    - Whether the file differs from what was asked for, so a real run writes it. Unlike
-      C(changed) it survives C(changed_when), for a check-mode preflight.
+    - Whether the file differs from what was asked for (or an O(extra_files) or O(remove_files)
+      entry is to be written or removed), so a real run writes it. Unlike C(changed) it survives
+      C(changed_when), for a check-mode preflight.
   returned: success
   type: bool
   sample: true
@@ -276,12 +310,24 @@ remove_memory_manager_state:
   sample: false
 files:
   description:
-    - Every file the change writes or removes (configuration, flag file, record), for the
-      rollout envelope to save first.
+    - Every file the change writes or removes (configuration, flag file, record, O(extra_files),
+      O(remove_files)), for the rollout envelope to save first.
   returned: success
   type: list
   elements: str
   sample: [/var/lib/kubelet/config.yaml, /var/lib/numa-kube/applied/kubelet.json]
+extra_written:
+  description: The O(extra_files) written (in check mode, that would be).
+  returned: success
+  type: list
+  elements: str
+  sample: [/usr/local/sbin/numa-kube-clear-stale-memory-state]
+removed:
+  description: The O(remove_files) that were there and are removed (in check mode, would be).
+  returned: success
+  type: list
+  elements: str
+  sample: [/var/lib/kubelet/memory_manager_state]
 notes:
   description: With O(state=absent), what is taken back out and what is left, in words.
   returned: success
@@ -485,9 +531,71 @@ def check_inputs(module):
         if isinstance(number, bool) or not isinstance(number, int) or not 0 <= number < MAX_CPUS:
             problems.append("cpus[%d]: id %r is not a CPU id (0 to %d); pass numa_topology.cpus from "
                             "numa.kube.topology_facts" % (index, number, MAX_CPUS - 1))
+    if params["extra_files"] and params["state"] == "absent":
+        problems.append("extra_files goes with state=present only: leave it out, or list the files in remove_files "
+                        "to take them out")
+    problems.extend(file_update.side_file_problems(params["extra_files"], params["remove_files"]))
     if problems:
         module.fail_json(msg=" | ".join(problems), problems=problems)
     return online
+
+
+def found_at(path):
+    """What is at ``path``, as file_update.plan_side_files asks: None, or (kind, text, mode bits)."""
+    try:
+        info = os.lstat(path)
+    except OSError:
+        return None
+    if stat.S_ISLNK(info.st_mode):
+        return ("link", None, None)
+    if stat.S_ISDIR(info.st_mode):
+        return ("directory", None, None)
+    if not stat.S_ISREG(info.st_mode):
+        return ("device, socket or pipe", None, None)
+    with open(path, "rb") as handle:
+        data = handle.read()
+    try:
+        text = data.decode("utf-8")
+    except UnicodeError:
+        text = None
+    return ("file", text, stat.S_IMODE(info.st_mode))
+
+
+def plan_side_files(module):
+    """The writes and removals of O(extra_files) and O(remove_files); a path that cannot be written
+    or removed stops the module before anything changes."""
+    params = module.params
+    writes, removals, problems = file_update.plan_side_files(params["extra_files"], params["remove_files"], found_at)
+    if problems:
+        module.fail_json(msg=" | ".join(problems), problems=problems)
+    return writes, removals
+
+
+def side_files(module, result, side):
+    """Write O(extra_files) and remove O(remove_files) as planned (not in check mode), and say so in
+    ``result``: changed, differs, files, diff, extra_written, removed."""
+    writes, removals = side
+    result["extra_written"] = [path for path, _before, _text, _mode in writes]
+    result["removed"] = [path for path, _before in removals]
+    done = result["removed"] + result["extra_written"]
+    if done:
+        result["changed"] = result["differs"] = True
+        result["files"] = result["files"] + [path for path in done if path not in result["files"]]
+    if module._diff and done:
+        diffs = result.get("diff")
+        diffs = [] if diffs is None else (list(diffs) if isinstance(diffs, list) else [diffs])
+        diffs.extend(removal_diff(path, before) for path, before in removals)
+        diffs.extend(file_update.diff(path, before, text) for path, before, text, _mode in writes)
+        result["diff"] = diffs if len(diffs) > 1 else diffs[0]
+    if module.check_mode:
+        return
+    for path, _before in removals:
+        remove_file(module, path)
+    for path, _before, text, mode in writes:
+        folder = os.path.dirname(path)
+        if not os.path.isdir(folder):
+            os.makedirs(folder, 0o755)
+        replace_file(module, path, text, mode="%04o" % mode)
 
 
 def machine_of(params):
@@ -500,7 +608,7 @@ def refused(module, exc):
                      problems=exc.problems)
 
 
-def present(module, online, record_file, record):
+def present(module, online, record_file, record, side):
     params = module.params
     path = params["path"]
     current = read(module, "path", path)
@@ -558,10 +666,11 @@ def present(module, online, record_file, record):
     result["changed"] = written or flag_changes or record_changes
     if result["record"] is not None:
         result["record"] = dict(result["record"], version=applied_record.VERSION)
+    side_files(module, result, side)
     module.exit_json(**result)
 
 
-def absent(module, online, record_file, record):
+def absent(module, online, record_file, record, side):
     params = module.params
     path = params["path"]
     mode = "dropin" if params["dropin"] else "merge"
@@ -624,6 +733,7 @@ def absent(module, online, record_file, record):
             applied_record.write(record_file, EMPTY_RECORD)
         elif record_changes:
             applied_record.remove(record_file)
+    side_files(module, result, side)
     module.exit_json(**result)
 
 
@@ -648,6 +758,12 @@ def main():
             numa_node_memory=dict(type="dict"),
             memory_capacity=dict(type="raw"),
             eviction_distribution=dict(type="str", default="kubeadm", choices=["kubeadm", "rke2", "k3s", "eks"]),
+            extra_files=dict(type="list", elements="dict", default=[], options=dict(
+                path=dict(type="path", required=True),
+                content=dict(type="str", required=True),
+                mode=dict(type="str", required=True),
+            )),
+            remove_files=dict(type="list", elements="path", default=[]),
         ),
         add_file_common_args=True,
         supports_check_mode=True,
@@ -655,9 +771,10 @@ def main():
     online = check_inputs(module)
     record_file = RECORD if module.params["record"] is None else module.params["record"]
     record = load_record(module, record_file)
+    side = plan_side_files(module)
     if module.params["state"] == "absent":
-        absent(module, online, record_file, record)
-    present(module, online, record_file, record)
+        absent(module, online, record_file, record, side)
+    present(module, online, record_file, record, side)
 
 
 if __name__ == "__main__":

@@ -100,8 +100,11 @@ def test_merge_mode_present_then_absent_then_absent_again(kubelet, cluster, chec
     assert plan["differs"] and plan["remove_cpu_manager_state"] and plan["config"]["cpuManagerPolicy"] == "none"
     assert sorted(plan["files"]) == sorted([str(config), str(record)])
     write = played(results, "Write the kubelet configuration")[0]
-    assert "topologyManagerPolicy: restricted" in write["diff"]["before"]
-    assert "topologyManagerPolicy" not in write["diff"]["after"]
+    # one module run: the configuration's diff, then the boot guard's removal
+    assert [d["before_header"] for d in write["diff"]] == [str(config), str(tmp_path / "guard")], write["diff"]
+    assert "topologyManagerPolicy: restricted" in write["diff"][0]["before"]
+    assert "topologyManagerPolicy" not in write["diff"][0]["after"]
+    assert write["diff"][1]["after_header"] == "/dev/null"
     assert config.read_text() == written and record.exists() and (tmp_path / "guard").exists()
     assert cluster.read()["requests"] == requests
 
