@@ -16,6 +16,7 @@ import datetime
 import os
 import shutil
 import ssl
+import sys
 import tempfile
 
 import pytest
@@ -34,7 +35,8 @@ PARAMS = {"state": "present", "name": "numa-exporter", "namespace": "volcano-sys
           "rule_labels": {}, "memory_threshold": 0.9, "miss_ratio_threshold": 0.1, "dashboard": {"title": "NUMA"},
           "dashboard_labels": {"grafana_dashboard": "1"}, "dashboard_namespace": "", "without_operator": "fail",
           "node_selector": {}, "tolerations": None, "priority_class_name": "system-node-critical",
-          "resources": None, "labels": {}, "wait": True, "wait_timeout": 5, "exporter_authentication": True}
+          "resources": None, "labels": {}, "wait": True, "wait_timeout": 5, "exporter_authentication": True,
+          "exporter_containers": "all"}
 SERVICE = "numa-exporter.volcano-system.svc"
 SECRET = "/api/v1/namespaces/volcano-system/secrets/numa-exporter-tls"
 NOW = datetime.datetime.now(datetime.timezone.utc)
@@ -139,6 +141,34 @@ def test_scrapers_authenticate_and_the_exporter_may_do_only_what_it_needs():
     assert open_stack["ClusterRole"]["rules"] == [{"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]}]
     assert "bearerTokenFile" not in open_stack["ServiceMonitor"]["spec"]["endpoints"][0]
     assert "--authentication=none" in open_stack["DaemonSet"]["spec"]["template"]["spec"]["containers"][0]["args"]
+
+
+@pytest.mark.parametrize("containers, limit", [
+    ("all", []), ("exclusive", ["--containers=exclusive"]), ("none", ["--containers=none"])])
+def test_the_series_limit_reaches_the_exporter_and_all_passes_nothing(containers, limit):
+    """Each value becomes the exporter's own option; ``all`` (its default) is left out, so that an
+    image older than the option, whose parser refuses --containers, still starts."""
+    pod = dict((o["kind"], o) for o in monitoring.objects(dict(PARAMS, exporter_containers=containers)))[
+        "DaemonSet"]["spec"]["template"]["spec"]
+    args = pod["containers"][0]["args"]
+    assert [a for a in args if a.startswith("--containers")] == limit
+    # the agent's own parser takes the DaemonSet's arguments and reads the limit from them
+    agent_dir = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "..", "agent")
+    if agent_dir not in sys.path:
+        sys.path.insert(0, agent_dir)
+    from numa_agent import __main__ as agent
+
+    parsed = agent.parse_args([a.replace("$(NODE_IP)", "10.0.0.1") for a in args])
+    assert parsed.program == "exporter" and parsed.containers == containers
+    assert parsed.sysfs == "/host/sys" and parsed.cgroup_root == "/host/sys/fs/cgroup"
+
+
+def test_the_daemonset_without_the_option_renders_as_before():
+    """Params without exporter_containers (a caller of run() that predates it) render no limit."""
+    without = dict(PARAMS)
+    del without["exporter_containers"]
+    assert monitoring.daemonset(without) == monitoring.daemonset(PARAMS)
+    monitoring.check_params(without)
 
 
 def test_only_the_sysfs_subtrees_the_exporter_reads_are_mounted():
@@ -631,6 +661,8 @@ def test_the_healthz_fingerprint_is_the_modules():
     ({"dashboard_namespace": "Grafana"}, "dashboard_namespace 'Grafana' is not a valid namespace name"),
     ({"node_selector": {"numa": "true,zone!=x"}}, "node_selector: value 'true,zone!=x'"),
     ({"service_monitor_labels": {"release": "kube prometheus"}}, "service_monitor_labels: value"),
+    ({"exporter_containers": "pinned"}, "exporter_containers must be one of all, exclusive, none .*got 'pinned'"),
+    ({"exporter_containers": ""}, "exporter_containers must be one of all, exclusive, none .*got ''"),
 ])
 def test_options_are_refused_before_any_request(change, words):
     api = StackApi([node("w1")])
