@@ -9,6 +9,7 @@ __metaclass__ = type
 
 import json
 import os
+import re
 import sys
 import threading
 import types
@@ -603,20 +604,24 @@ CA_PLAY = """
 """
 
 
-def run_ca_play(tmp_path, ca_dir):
+def run_play(tmp_path, text, *options):
+    """ansible-playbook on this machine with the play ``text``: its completed process."""
     import subprocess
-    import sys
 
     playbook = os.path.join(os.path.dirname(sys.executable), "ansible-playbook")
     if not os.path.exists(playbook):
         pytest.skip("ansible-playbook is not beside this Python")
-    play = tmp_path / "ca.yml"
-    play.write_text(CA_PLAY)
+    play = tmp_path / "play.yml"
+    play.write_text(text)
     env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=os.pathsep.join(p for p in sys.path if p),
                ANSIBLE_NOCOLOR="1", ANSIBLE_LOCALHOST_WARNING="false", ANSIBLE_INVENTORY_UNPARSED_WARNING="false",
                ANSIBLE_LOCAL_TEMP=str(tmp_path / "tmp"), ANSIBLE_HOME=str(tmp_path / "home"))
-    done = subprocess.run([playbook, str(play), "-e", "ca_dir=%s" % ca_dir], capture_output=True, text=True,
+    return subprocess.run([playbook, str(play)] + list(options), capture_output=True, text=True,
                           timeout=300, env=env, cwd=str(tmp_path), check=False)
+
+
+def run_ca_play(tmp_path, ca_dir):
+    done = run_play(tmp_path, CA_PLAY, "-e", "ca_dir=%s" % ca_dir)
     if "couldn't resolve module/action 'community.crypto" in done.stdout + done.stderr:
         pytest.skip("community.crypto is not installed")
     return done
@@ -662,3 +667,76 @@ def test_the_exporter_unit_is_a_command_line_the_program_takes(containers):
     args = agent.parse_args(words[3:])
     assert (args.program, args.kubelet_data, args.authentication) == ("exporter", "checkpoints", "none")
     assert args.containers == containers and args.checkpoint_dir == "/run/numa-exporter" and args.cgroup_root == ""
+
+
+# --- what releases before the packed program left on a node (tasks/main.yml, one task) ----------------
+
+def load_plain(*path):
+    import yaml
+
+    with open(os.path.join(ROOT, "roles", "numa_exporter", *path)) as handle:
+        return yaml.safe_load(handle)
+
+
+def leftover_task():
+    tasks = load_plain("tasks", "main.yml")
+    found = [t for t in tasks if "previous release" in t.get("name", "")]
+    assert len(found) == 1, "one task removes them"
+    return dict(found[0])
+
+
+def test_the_leftovers_are_the_old_script_and_lib_or_only_our_tree_in_a_shared_folder():
+    assert role_variables()["_numa_exporter_leftovers"] == [
+        "/opt/numa-exporter/numa_exporter.py", "/opt/numa-exporter/lib"]
+    for shared in ("/usr/local", "/usr/local/", "/opt", "/"):
+        leftovers = [re.sub("/+", "/", p) for p in
+                     role_variables(numa_exporter_install_dir=shared)["_numa_exporter_leftovers"]]
+        assert leftovers == [os.path.join(shared, "numa_exporter.py"),
+                             os.path.join(shared, "lib/ansible_collections/numa/kube")], shared
+
+
+def test_the_old_script_and_lib_go_in_one_task_with_check_mode_diff_and_no_change_the_second_time(tmp_path):
+    """The role's own task, run by ansible-playbook against this machine: skipped while the program
+    is unchanged (a re-run asks the node nothing), previewed with a diff in check mode, then removed
+    leaving the program, and unchanged the second time."""
+    import yaml
+
+    install = tmp_path / "opt" / "numa-exporter"
+    module_utils = install / "lib" / "ansible_collections" / "numa" / "kube" / "plugins" / "module_utils"
+    module_utils.mkdir(parents=True)
+    (module_utils / "numa_metrics.py").write_text("# old\n")
+    (install / "numa_exporter.py").write_text("# old\n")
+    (install / "numa-exporter.pyz").write_text("new")
+    variables = load_plain("vars", "main.yml")
+    task = leftover_task()
+    steps = [("unchanged", False, False), ("preview", True, True), ("removal", True, False), ("again", True, False)]
+    tasks = []
+    for name, program_changed, check in steps:
+        step = dict(task, register=name, check_mode=check, diff=True,
+                    vars={"__numa_exporter_program": {"changed": program_changed}})
+        tasks.append(step)
+        if name == "preview":
+            tasks.append({"name": "What the preview left", "ansible.builtin.stat": {"path": str(install / "lib")},
+                          "register": "after_preview"})
+    tasks.append({"name": "Keep the results", "ansible.builtin.copy": {
+        "dest": str(tmp_path / "results.json"),
+        "content": "{{ {'unchanged': unchanged, 'preview': preview, 'removal': removal, 'again': again,"
+                   " 'after_preview': after_preview.stat.exists} | to_json }}"}})
+    play = [{"name": "Leftovers", "hosts": "localhost", "connection": "local", "gather_facts": False,
+             "vars": {"ansible_python_interpreter": sys.executable, "numa_exporter_install_dir": str(install),
+                      "_numa_exporter_leftovers": variables["_numa_exporter_leftovers"],
+                      "_numa_exporter_shared_dirs": variables["_numa_exporter_shared_dirs"]},
+             "tasks": tasks}]
+    done = run_play(tmp_path, yaml.safe_dump(play))
+    assert done.returncode == 0, done.stdout + done.stderr
+    results = json.loads((tmp_path / "results.json").read_text())
+    assert results["unchanged"].get("skipped") and not results["unchanged"]["changed"]
+    preview = results["preview"]
+    assert preview["changed"] and results["after_preview"], "check mode reports and removes nothing"
+    diffs = dict((r["item"], r["diff"]) for r in preview["results"])
+    assert diffs[str(install / "lib")]["before"]["state"] == "directory"
+    assert diffs[str(install / "lib")]["after"]["state"] == "absent"
+    assert diffs[str(install / "numa_exporter.py")]["before"]["state"] == "file"
+    assert results["removal"]["changed"]
+    assert sorted(os.listdir(str(install))) == ["numa-exporter.pyz"], "the program stays"
+    assert not results["again"]["changed"], "a second run changes nothing"
