@@ -169,3 +169,25 @@ def test_dropin_mode_absent_removes_only_numa_kubes_drop_in(kubelet, cluster):  
     assert plan["config"]["maxPods"] == 90 and plan["config"]["cpuManagerPolicy"] == "none"
     rc, results, output = cluster.run(tmp_path, role("absent"), **settings)
     assert rc == 0 and changed(results) == [], output[-4000:]
+
+
+def test_a_static_memory_change_writes_the_boot_guard_with_the_configuration(kubelet, cluster, check_mode):  # noqa: F811
+    """The boot guard goes with the configuration's own write (one module run, its files saved by
+    the envelope first), not in a task of its own; check mode, as the machine's systemd folder is
+    the real one."""
+    tmp_path = kubelet
+    guard = tmp_path / "new-guard"
+    check_mode(True)
+    rc, results, output = cluster.run(tmp_path, role("present"), **variables(
+        tmp_path, kubelet_memory_manager_policy="Static", kubelet_boot_guard=True, kubelet_boot_guard_path=str(guard)))
+    check_mode(False)
+    assert rc == 0, output[-4000:]
+    assert not played(results, "Make the kubelet service's drop-in folder"), "no task of its own"
+    write = played(results, "Write the kubelet configuration")[0]
+    assert write["extra_written"] == [str(guard), GUARD_DROPIN], write
+    assert write["removed"] == [] and write["changed"], write
+    shown = [d["after_header"] for d in write["diff"]]
+    assert shown == [str(tmp_path / "config.yaml"), str(guard), GUARD_DROPIN], shown
+    assert "ExecStartPre=-%s" % guard in write["diff"][2]["after"]
+    assert not guard.exists() and not os.path.exists(GUARD_DROPIN), "check mode writes nothing"
+    assert "daemon-reload" not in " ".join(cluster.systemctl())
