@@ -183,11 +183,11 @@ def test_an_unchanged_node_costs_one_read_per_resync_and_no_write(tmp_path):
     assert pub.step() and api.writes == ["POST"]
     version = api.objects[PATH]["metadata"]["resourceVersion"]
     del api.requests[:]
-    for _ in range(29):  # 58 s of 2 s rounds: not yet the resync (60 s with the factor 1.0)
+    for dummy in range(29):  # 58 s of 2 s rounds: not yet the resync (60 s with the factor 1.0)
         clock.now += 2
         assert not pub.step()
     assert api.requests == [], "between resyncs an unchanged node asks the API server nothing"
-    for _ in range(3):
+    for dummy in range(3):
         clock.now += 60
         assert not pub.step()
     assert api.requests == [("GET", PATH)] * 3, "each resync reads the object, and writes nothing when it is equal"
