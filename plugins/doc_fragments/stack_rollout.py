@@ -15,7 +15,7 @@ options:
   max_unavailable:
     description:
       - The DaemonSet's C(spec.updateStrategy.rollingUpdate.maxUnavailable), how many nodes' pods an
-        update takes down at once. A count (at least 1) or a percentage of the nodes that should run
+        update takes down at once. A count (1 to 2147483647, Kubernetes' int32) or a percentage of the nodes that should run
         the pod (C("1%") to C("100%")), which Kubernetes rounds up, so C("10%") is one node on a
         cluster of up to ten and 100 at a time on 1,000 nodes.
       - Kubernetes refuses 0 while C(maxSurge) is 0, and numa.kube's DaemonSets never surge.
@@ -25,10 +25,18 @@ options:
     description:
       - How many selected nodes may be unavailable without failing the task. A node is unavailable
         when its Node's C(Ready) condition is not C(True) (NotReady or unreachable) or, for the
-        device plugin, when its kubelet does not answer C(/configz). A count or a percentage of the
-        selected nodes, rounded down.
+        device plugin, when its kubelet does not answer C(/configz). A count (0 to 2147483647) or a
+        percentage of the selected nodes, rounded down.
+      - It never covers every selected node. At least one selected node is always proven, so the
+        share in force is at most the selected nodes less one (C("100%") on 10 nodes accepts 9),
+        and a selection whose every node is unavailable fails the task. No selected node at all
+        fails it too, with its own message.
       - Those nodes are left out of the proof, named in RV(unavailable_nodes) and in a warning. More
         of them fail the task before anything is applied.
+      - With a share accepted, the DaemonSet's rollout is proven pod by pod. Every selected node not
+        left out needs a Ready pod of the current template (a Ready node that still runs an older
+        pod fails the wait). A node that turns NotReady while the rollout runs joins the nodes left
+        out, within the same share.
       - The default C("5%") lets a fleet keep a few machines in repair (50 of 1,000) while a cluster
         of fewer than 20 nodes is proven on every node, as a small cluster should be. C(0) demands
         every node.
@@ -45,7 +53,8 @@ options:
   wait_ceiling:
     description:
       - Seconds the whole task may take at most, its requests and waits included, however the
-        rollout moves. It is the hard limit that keeps a slow rollout from waiting for ever. 1 to 86400.
+        rollout moves. It is the hard limit that keeps a slow rollout from waiting for ever. 1 to 86400,
+        and not below O(wait_timeout).
       - One DaemonSet wave (the nodes O(max_unavailable) lets go at once) takes about as long as a
         pod takes to start and turn ready; raise this when O(max_unavailable) is small on a large
         cluster (1 on 1,000 nodes takes hours).

@@ -70,6 +70,9 @@ MAX_WAIT_CEILING = 86400
 # a continue token that expired (410) starts the list again, at most LIST_RESTARTS times
 LIST_PAGE = 500
 LIST_RESTARTS = 3
+# a list is read in at most LIST_MAX_PAGES pages (500,000 objects at LIST_PAGE, far beyond any
+# cluster's Nodes or a stack's pods): a server that keeps handing out continue tokens is refused
+LIST_MAX_PAGES = 1000
 # with this many objects or fewer left to look at, a GET each costs less than a LIST of all
 FEW_PENDING = 10
 # calls through the API server to kubelets or pods (nodes/proxy, pods/proxy): at most PROXY_WORKERS
@@ -141,9 +144,13 @@ _SERVER_METADATA = ("managedFields", "resourceVersion", "generation", "uid", "cr
 class KubeApiError(Exception):
     """A request the API server refused or could not answer, with what was asked."""
 
-    def __init__(self, message, status=None):
+    def __init__(self, message, status=None, transient=False, deadline=False):
         super(KubeApiError, self).__init__(message)
         self.status = status
+        # transient: the request may well succeed if sent again (a timeout, a reset connection,
+        # 429 or a 5xx); deadline: it was not sent because the task's deadline had passed
+        self.transient = transient
+        self.deadline = deadline
 
 
 class OwnershipError(KubeApiError):
@@ -432,7 +439,7 @@ class KubeApi:
         if self.remaining() < -MIN_REQUEST_SECONDS:
             raise KubeApiError("%s %s was not sent: the task's deadline (%s %s s) has passed; raise %s if the "
                                "cluster needs longer" % (verb, path, self.limit_option, self.wait_timeout,
-                                                         self.limit_option))
+                                                         self.limit_option), deadline=True)
         params.setdefault("_request_timeout", self.request_timeout())
         retried = 0
         while True:
@@ -445,10 +452,11 @@ class KubeApi:
                     return None
                 seconds = retry_after(exc)
                 message = "%s %s: %s %s" % (verb, path, status, _error_text(exc))
+                busy = status == 429 or (isinstance(status, int) and status >= 500)
                 if seconds is None:
-                    raise KubeApiError(message, status)
+                    raise KubeApiError(message, status, transient=busy)
                 if retried >= RETRY_AFTER_TIMES:
-                    raise KubeApiError("%s (the same after %d retries)" % (message, retried), status)
+                    raise KubeApiError("%s (the same after %d retries)" % (message, retried), status, transient=busy)
                 if self.clock() + seconds > self.deadline:
                     raise KubeApiError("%s; the server asks to be asked again in %d s, past the task's deadline "
                                        "(%s %s s): try later or raise it"
@@ -456,7 +464,8 @@ class KubeApi:
                 retried += 1
                 self.sleep(seconds)
             except Exception as exc:  # connection refused, TLS, timeouts: name the server
-                raise KubeApiError("%s %s on %s: %s" % (verb, path, self.client.configuration.host, exc))
+                raise KubeApiError("%s %s on %s: %s" % (verb, path, self.client.configuration.host, exc),
+                                   transient=True)
         data = answer.data.decode("utf-8", "replace")
         if text:
             return data
@@ -543,7 +552,7 @@ class KubeApi:
         compaction window) starts the list again from the first page, as client-go's pager falls
         back to a full list, at most LIST_RESTARTS times."""
         for restart in range(LIST_RESTARTS + 1):
-            items, token = [], None
+            items, token, seen = [], None, set()
             try:
                 while True:
                     query = dict(params, limit=page)
@@ -554,6 +563,14 @@ class KubeApi:
                     token = (answer.get("metadata") or {}).get("continue")
                     if not token:
                         return items
+                    if token in seen or len(seen) + 1 >= LIST_MAX_PAGES:
+                        raise KubeApiError(
+                            "GET %s: the API server keeps returning continue tokens (%s after %d pages of %d): a "
+                            "list never ends this way; check the API server, or a proxy in front of it, with "
+                            "kubectl get --raw '%s?limit=%d' (its metadata.continue must end)"
+                            % (path, "the same token again" if token in seen else "still one",
+                               len(seen) + 1, page, path, page))
+                    seen.add(token)
             except KubeApiError as exc:
                 if exc.status != 410 or not token or restart == LIST_RESTARTS:
                     raise
@@ -596,16 +613,24 @@ class KubeApi:
         progress after which the wait fails, and the task's deadline its hard limit."""
         if progress is not None:
             stall = DEFAULT_WAIT_TIMEOUT if timeout is None else timeout
+            # a request that may well succeed if sent again (a timeout, a reset connection, a 5xx
+            # during an API server failover) is a round without progress, not the end of a wait
+            # that moves; a refusal (403, 404 of the object's collection...) ends it
             return wait_progress(check, stall, max(self.remaining(), 0), progress, interval,
-                                 clock=self.clock, sleep=self.sleep)
+                                 clock=self.clock, sleep=self.sleep,
+                                 transient=lambda exc: getattr(exc, "transient", False))
         limit = self.remaining() if timeout is None else min(timeout, self.remaining())
         return wait_for(check, max(limit, 0), interval, clock=self.clock, sleep=self.sleep)
 
 
-def bounded_map(function, items, workers=PROXY_WORKERS):
+def bounded_map(function, items, workers=PROXY_WORKERS, stop=None):
     """{item: (function(item), None) or (None, the KubeApiError it raised)} with at most
-    ``workers`` calls at once (each call bounds its own time: requests carry their timeouts)."""
+    ``workers`` calls at once (each call bounds its own time: requests carry their timeouts).
+    Once ``stop()`` is true (the task's deadline passed) the items not yet called are not: each
+    gets a KubeApiError with ``deadline`` set, so the caller tells them from answers."""
     def call(item):
+        if stop is not None and stop():
+            return item, (None, KubeApiError("not asked: the task's deadline had passed", deadline=True))
         try:
             return item, (function(item), None)
         except KubeApiError as exc:
@@ -736,6 +761,10 @@ def connect(module, stack=None):
     if ceiling is not None and not 1 <= ceiling <= MAX_WAIT_CEILING:
         module.fail_json(msg="wait_ceiling must be between 1 and %d seconds (the hard limit of the whole task, "
                              "however its waits move), got %s" % (MAX_WAIT_CEILING, ceiling))
+    if ceiling is not None and timeout is not None and ceiling < timeout:
+        module.fail_json(msg="wait_ceiling (%s s, the hard limit of the whole task) is below wait_timeout (%s s, "
+                             "how long one wait may go without progress): no wait could ever use its wait_timeout; "
+                             "raise wait_ceiling to at least %s or lower wait_timeout" % (ceiling, timeout, timeout))
     try:
         return KubeApi(module.params, stack=stack)
     except KubeApiError as exc:

@@ -23,9 +23,11 @@ def _seen(obj):
 
 
 def daemonset_ready(daemonset, nodes, tolerated=0):
-    """A DaemonSet expected on ``nodes`` nodes: its controller saw the latest spec, it wants a pod on
-    at least that many nodes, and every pod it wants runs that spec and is available, but for
-    ``tolerated`` nodes (unavailable ones the task accepts: their pod may be old or down)."""
+    """A DaemonSet expected on ``nodes`` nodes, judged on its status alone: its controller saw the
+    latest spec, it wants a pod on at least that many nodes, and every pod it wants runs that spec
+    and is available. ``tolerated`` (unavailable nodes the task accepts) only adds to the words:
+    counts cannot tell which node lacks its pod, so a tolerated share is proven pod by pod
+    (daemonset_pods_missing, in wait_daemonset)."""
     if daemonset is None:
         return False, "the DaemonSet is not there"
     status = daemonset.get("status") or {}
@@ -35,9 +37,48 @@ def daemonset_ready(daemonset, nodes, tolerated=0):
     text = "%d of %d pods updated, %d available, on %d selected nodes" % (updated, desired, available, nodes)
     if tolerated:
         text += " (%d unavailable node%s accepted)" % (tolerated, "" if tolerated == 1 else "s")
-    done = (_seen(daemonset) and desired >= nodes - tolerated and updated >= desired - tolerated
-            and available >= desired - tolerated)
+    done = _seen(daemonset) and desired >= nodes and updated >= desired and available >= desired
     return done, text
+
+
+# the DaemonSet's template generation (the API server sets it on every apps/v1 DaemonSet) and the
+# label its controller puts on each pod it makes from that template: the controller's own test for
+# "this pod runs the current template" (pkg/controller/daemon/util IsPodUpdated, with the revision hash)
+TEMPLATE_GENERATION = "deprecated.daemonset.template.generation"
+POD_TEMPLATE_GENERATION = "pod-template-generation"
+
+
+def _pod_ready(pod):
+    for condition in (pod.get("status") or {}).get("conditions") or []:
+        if condition.get("type") == "Ready":
+            return condition.get("status") == "True"
+    return False
+
+
+def daemonset_pods_missing(daemonset, pods, names):
+    """{node: why} for each of ``names`` without a pod of ``daemonset`` that runs its current
+    template and is Ready (``pods``: the DaemonSet's pods, from a list by its selector)."""
+    generation = ((daemonset.get("metadata") or {}).get("annotations") or {}).get(TEMPLATE_GENERATION)
+    if generation is None:
+        return dict((name, "the DaemonSet has no %s annotation to tell its pods' template by" % TEMPLATE_GENERATION)
+                    for name in names)
+    by_node = {}
+    for pod in pods:
+        node = (pod.get("spec") or {}).get("nodeName")
+        if node and not (pod.get("metadata") or {}).get("deletionTimestamp"):
+            by_node.setdefault(node, []).append(pod)
+    missing = {}
+    for name in names:
+        mine = by_node.get(name) or []
+        current = [pod for pod in mine if ((pod.get("metadata") or {}).get("labels") or {}).get(
+            POD_TEMPLATE_GENERATION) == str(generation)]
+        if not mine:
+            missing[name] = "no pod of the DaemonSet"
+        elif not current:
+            missing[name] = "its pod runs an older template (not generation %s)" % generation
+        elif not any(_pod_ready(pod) for pod in current):
+            missing[name] = "its pod of the current template is not ready"
+    return missing
 
 
 def deployment_ready(deployment):
@@ -70,19 +111,23 @@ def pod_running(pod):
 _PERCENT = re.compile(r"^([0-9]+)%$")
 
 
+# Kubernetes' IntOrString holds an int32: a larger count is refused by the API server, halfway through an apply
+MAX_COUNT = 2 ** 31 - 1
+
+
 def count_or_percent(value, option, minimum=0):
-    """``value`` as Kubernetes writes an IntOrString (an int, or "N%" with 0-100), checked: the int
-    or the "N%" string; ValueError naming the option, the rule and the fix. A string of digits
-    counts as an int (Ansible passes role variables as strings)."""
+    """``value`` as Kubernetes writes an IntOrString (an int up to MAX_COUNT, or "N%" with 0-100),
+    checked: the int or the "N%" string; ValueError naming the option, the rule and the fix. A
+    string of digits counts as an int (Ansible passes role variables as strings)."""
     text = str(value).strip() if value is not None else ""
     match = _PERCENT.match(text)
     if match and minimum <= int(match.group(1)) <= 100 and not isinstance(value, bool):
         return "%d%%" % int(match.group(1))
-    if not isinstance(value, bool) and re.match(r"^[0-9]+$", text) and int(text) >= minimum:
+    if not isinstance(value, bool) and re.match(r"^[0-9]+$", text) and minimum <= int(text) <= MAX_COUNT:
         return int(text)
-    raise ValueError("%s must be a count of nodes (an integer of at least %d) or a percentage of them "
-                     "(\"%d%%\" to \"100%%\"), got %r: write it as e.g. 5 or \"10%%\""
-                     % (option, minimum, minimum, value))
+    raise ValueError("%s must be a count of nodes (an integer from %d to %d, Kubernetes' int32) or a percentage "
+                     "of them (\"%d%%\" to \"100%%\"), got %r: write it as e.g. 5 or \"10%%\""
+                     % (option, minimum, MAX_COUNT, minimum, value))
 
 
 def scaled(value, total, round_up):
@@ -111,6 +156,23 @@ def node_ready(node):
     return False
 
 
+def not_ready_why(node):
+    """Why a Node counts as unavailable, in words (None when its Ready condition is True)."""
+    if node_ready(node):
+        return None
+    status = [c for c in (node.get("status") or {}).get("conditions") or [] if c.get("type") == "Ready"]
+    if not status:
+        return "NotReady (no Ready condition yet)"
+    return "NotReady (Ready %s: %s)" % (status[0].get("status"), status[0].get("reason") or "no reason given")
+
+
+def accepted_down(value, selected):
+    """How many of ``selected`` nodes may be left out as unavailable: ``value``
+    (unavailable_nodes_allowed, from count_or_percent) rounded down, and never all of them: at
+    least one selected node is always proven (none selected is the caller's own refusal)."""
+    return max(min(scaled(value, selected, round_up=False), selected - 1), 0)
+
+
 # --- waits that run while things move ---------------------------------------------------------------
 
 class WaitOutcome(tuple):
@@ -123,28 +185,41 @@ class WaitOutcome(tuple):
         return outcome
 
 
-def wait_progress(check, stall, ceiling, progress, interval=2.0, clock=None, sleep=None):
+def wait_progress(check, stall, ceiling, progress, interval=2.0, clock=None, sleep=None, transient=None):
     """Call ``check`` (which returns (done, value)) until done. The wait fails when
     ``progress(value)`` (a comparable: higher is further along) has not passed its best for
     ``stall`` seconds, or when ``ceiling`` seconds have passed whatever happens. A value that only
-    comes back to an earlier best (a pod that restarts again and again) is no progress."""
+    comes back to an earlier best (a pod that restarts again and again) is no progress.
+
+    An exception ``transient(exc)`` accepts (a timeout, a reset connection, a 5xx: the API server
+    failing over) is a round without progress: the wait goes on, and ends as it would otherwise;
+    when it ends on such a round, that exception is raised (it names the request). Any other
+    exception ends the wait at once."""
     clock = clock or _monotonic
     sleep = sleep or _sleep
     started = clock()
-    best, improved = None, started
+    best, improved, value = None, started, None
     while True:
-        done, value = check()
+        failed = None
+        try:
+            done, value = check()
+        except Exception as exc:  # pylint: disable=broad-except
+            if transient is None or not transient(exc):
+                raise
+            failed, done = exc, False
         now = clock()
         waited = now - started
         if done:
             return WaitOutcome(True, value, waited, "done")
-        score = progress(value)
-        if best is None or score > best:
-            best, improved = score, now
-        if now - improved >= stall:
-            return WaitOutcome(False, value, waited, "stalled")
-        if waited >= ceiling:
-            return WaitOutcome(False, value, waited, "ceiling")
+        if failed is None:
+            score = progress(value)
+            if best is None or score > best:
+                best, improved = score, now
+        reason = "stalled" if now - improved >= stall else "ceiling" if waited >= ceiling else None
+        if reason:
+            if failed is not None:
+                raise failed
+            return WaitOutcome(False, value, waited, reason)
         sleep(max(min(interval, improved + stall - now, ceiling - waited), 0.1))
 
 
@@ -175,13 +250,44 @@ def deployment_progress(deployment):
             status.get("availableReplicas", 0), -status.get("replicas", 0))
 
 
-def wait_daemonset(get, nodes, wait_for, stall, tolerated=0):
-    """Wait for the DaemonSet ``get()`` returns to roll out on ``nodes`` nodes (of which
-    ``tolerated`` may lack an updated, available pod); the outcome's value is the status in words."""
+def wait_daemonset(get, names, wait_for, stall, down=None, allowed=0, pods=None, nodes=None):
+    """Wait for the DaemonSet ``get()`` returns to roll out on the selected nodes ``names`` (a list;
+    a count for a plain wait); the outcome's value is the status in words.
+
+    With no node accepted as unavailable (``allowed`` 0) the status counts decide, exactly. Else,
+    once the counts are short by no more than ``allowed``, the pods decide: ``pods()`` lists the
+    DaemonSet's pods, and every selected node not in ``down`` ({node: why}, updated in place) needs
+    a Ready pod of the current template. A node without one is looked at again (``nodes(pending)``
+    gives {name: Node or None}, for those nodes alone): one that went NotReady since the task began
+    joins ``down`` while there is room in ``allowed``, so a node lost mid-rollout is accepted as one
+    down before it was, and a Ready node that still runs the old pod never is."""
+    down = {} if down is None else down
+    count = names if isinstance(names, int) else len(names)
+
     def check():
         daemonset = get()
-        done, text = daemonset_ready(daemonset, nodes, tolerated)
-        return done, (text, daemonset_progress(daemonset))
+        done, text = daemonset_ready(daemonset, count, len(down))
+        score = daemonset_progress(daemonset) + (len(down),)
+        if done or not allowed or isinstance(names, int) or daemonset is None or not _seen(daemonset):
+            return done, (text, score)
+        status = daemonset.get("status") or {}
+        short = max(count, status.get("desiredNumberScheduled", 0)) - min(
+            status.get("updatedNumberScheduled", 0), status.get("numberAvailable", 0))
+        if short > allowed:
+            return False, (text, score)
+        missing = daemonset_pods_missing(daemonset, pods(), [name for name in names if name not in down])
+        found = nodes(sorted(missing)) if missing else {}
+        for name in sorted(missing):
+            why = not_ready_why(found.get(name) or {"status": {}}) if found.get(name) is not None else None
+            if why and len(down) < allowed:
+                down[name] = why + " (since the task began)"
+                del missing[name]
+        done, text = daemonset_ready(daemonset, count, len(down))
+        if missing:
+            text += "; %d selected Ready node%s without a ready pod of the current template: %s" % (
+                len(missing), "" if len(missing) == 1 else "s",
+                "; ".join("%s: %s" % item for item in sorted(missing.items())[:10]))
+        return not missing, (text, score[:-1] + (len(down),))
 
     outcome = wait_for(check, stall, progress=lambda value: value[1])
     return WaitOutcome(outcome[0], outcome[1][0], outcome[2], getattr(outcome, "reason", "done"))

@@ -21,6 +21,7 @@ import base64
 import datetime
 import json
 import re
+import time
 
 from ansible_collections.numa.kube.plugins.module_utils.kube_api import (
     KubeApiError,
@@ -39,6 +40,8 @@ from ansible_collections.numa.kube.plugins.module_utils.kube_wait import (
     why_waiting_ended,
 )
 from ansible_collections.numa.kube.plugins.module_utils.resource_plugin import (
+    daemonset_pods,
+    nodes_by_name,
     DEFAULT_MAX_UNAVAILABLE,
     DEFAULT_TOLERATIONS,
     allowed_down,
@@ -91,6 +94,8 @@ HOST_ROOT = "/host"
 # asked through the API server (/healthz with the certificate, /metrics without a token): the
 # proof that Prometheus' way in (TLS, authentication) works, without a request to every node
 SERVING_SAMPLE = 3
+# the start of the exporter's answer to a scrape without a token (numa_agent.authn)
+EXPORTER_REFUSAL = "no bearer token"
 # which containers get per-container series (the exporter's --containers; numa_metrics_assignment):
 # every container, only those kubelet gave exclusive CPUs, memory-manager memory or devices bound to
 # a NUMA node, or none (node totals only, and the cgroup tree is not read). Each container named
@@ -647,7 +652,11 @@ def exporter_answers(api, params, pod, fingerprint=None, health_only=False):
     try:
         text = api.request("GET", base + "/metrics", text=True, **_proxy_timeout(api))
     except KubeApiError as exc:
-        if params["exporter_authentication"] and exc.status == 401:
+        # with authentication, the exporter's own 401 to a scrape without a token is the proof
+        # that it authenticates its scrapers (the module holds no token Prometheus would accept,
+        # so /metrics is not rendered here; /healthz proved the server runs). A 401 of the API
+        # server (a Status "Unauthorized", this task's own credentials) proves nothing.
+        if params["exporter_authentication"] and exc.status == 401 and EXPORTER_REFUSAL in str(exc):
             return None
         return "its /metrics without a token answers: %s" % exc
     if params["exporter_authentication"]:
@@ -698,14 +707,23 @@ def exporter_states(api, params, names, fingerprint=None, health_only=False):
     return state
 
 
-def spread(names, count):
-    """``count`` of ``names`` (sorted) spread evenly over them: the first, the last, between."""
+def spread(names, count, seed=0):
+    """``count`` of ``names`` (sorted) spread evenly over them, starting ``seed`` places in (wrapping
+    round): seed 0 takes the first, the last and between; another seed the same spacing shifted,
+    so runs with different seeds ask different nodes."""
     names = sorted(names)
     if len(names) <= count:
         return names
     if count == 1:
-        return names[:1]
-    return sorted(set(names[(len(names) - 1) * index // (count - 1)] for index in range(count)))
+        return [names[seed % len(names)]]
+    return sorted(set(names[((len(names) - 1) * index // (count - 1) + seed) % len(names)] for index in range(count)))
+
+
+def sample_seed():
+    """Where this run's sample starts: the time, so that each run asks other exporters and a broken
+    one the readiness probe does not see is found over a few runs (the nodes asked are named in the
+    result's nodes)."""
+    return int(time.time())
 
 
 _DURATION = re.compile(r"^(\d+(ms|s|m|h|d|w|y))+$")
@@ -813,14 +831,17 @@ def run(api, params, check_mode, wait_for):
     for obj in objects(params, operator):
         changed, before, after = apply(obj)
         record(describe(obj), changed, before, after)
+    warn_down(result, down)
     if check_mode or not params["wait"]:
         return result
 
-    warn_down(result, down)
     namespace, name = check_namespace(params["namespace"]), check_name(params["name"], "name")
     ds_path = "/apis/apps/v1/namespaces/%s/daemonsets/%s" % (namespace, name)
     stall = params["wait_timeout"]
-    outcome = wait_daemonset(lambda: api.get(ds_path), len(names), wait_for, stall, len(down))
+    outcome = wait_daemonset(lambda: api.get(ds_path), names, wait_for, stall, down, allowed,
+                             daemonset_pods(api, namespace, {"app": APP, "app.kubernetes.io/instance": name}),
+                             nodes_by_name(api, params.get("node_selector") or {}))
+    warn_down(result, down)
     done, text, waited = outcome
     if not done:
         raise MonitoringError(["the DaemonSet %s/%s did not roll out: %s; %s"
@@ -829,7 +850,7 @@ def run(api, params, check_mode, wait_for):
     result["rollout_seconds"] = round(waited, 1)
 
     # a sample, each node asked until its exporter serves and then left alone
-    sample = spread([node for node in names if node not in down], SERVING_SAMPLE)
+    sample = spread([node for node in names if node not in down], SERVING_SAMPLE, sample_seed())
     state = result["nodes"]
 
     def serving(pending):

@@ -21,10 +21,11 @@ from ansible_collections.numa.kube.plugins.module_utils.kube_api import (
     option_problems,
 )
 from ansible_collections.numa.kube.plugins.module_utils.kube_wait import (
+    accepted_down,
     count_or_percent,
     max_unavailable,
     node_ready,
-    scaled,
+    not_ready_why,
     wait_daemonset,
     wait_pending,
     why_waiting_ended,
@@ -194,35 +195,54 @@ def share_problems(params):
 
 
 def allowed_down(params, selected):
-    """How many of ``selected`` nodes may be unavailable (unavailable_nodes_allowed, rounded down)."""
+    """How many of ``selected`` nodes may be unavailable: unavailable_nodes_allowed rounded down,
+    and at most all but one (at least one node is always proven)."""
     value = count_or_percent(params.get("unavailable_nodes_allowed", 0), "unavailable_nodes_allowed")
-    return scaled(value, selected, round_up=False)
+    return accepted_down(value, selected)
 
 
 def not_ready(nodes):
     """{name: why} for the Nodes whose Ready condition is not True."""
-    found = {}
-    for node in nodes:
-        if not node_ready(node):
-            status = [c for c in (node.get("status") or {}).get("conditions") or [] if c.get("type") == "Ready"]
-            found[node["metadata"]["name"]] = ("NotReady (Ready %s: %s)" % (status[0].get("status"), status[0].get(
-                "reason") or "no reason given") if status else "NotReady (no Ready condition yet)")
-    return found
+    return dict((node["metadata"]["name"], not_ready_why(node)) for node in nodes if not node_ready(node))
 
 
 def too_many_down(down, allowed, selected, what):
     """The refusal when more nodes are unavailable than accepted, naming each."""
+    listed = "; ".join("%s: %s" % item for item in sorted(down.items()))
+    if len(down) >= selected:
+        return ("all %d selected nodes are unavailable: %s. %s; at least one selected node must be proven, whatever "
+                "unavailable_nodes_allowed says: bring them back or change the node selector"
+                % (selected, listed, what))
     return ("%d of the %d selected nodes are unavailable and unavailable_nodes_allowed accepts %d: %s. %s; bring "
             "them back, leave them out with the node selector, or raise unavailable_nodes_allowed"
-            % (len(down), selected, allowed, "; ".join("%s: %s" % item for item in sorted(down.items())), what))
+            % (len(down), selected, allowed, listed, what))
+
+
+UNAVAILABLE_WARNING = "left out as unavailable (within unavailable_nodes_allowed): "
 
 
 def warn_down(result, down):
+    """Name the nodes left out in the result and in one warning (replaced, never repeated, when
+    called again as more nodes are left out)."""
     result["unavailable_nodes"] = dict(down)
+    warnings = [w for w in result.get("warnings") or [] if not w.startswith(UNAVAILABLE_WARNING)]
     if down:
-        result.setdefault("warnings", []).append(
-            "left out as unavailable (within unavailable_nodes_allowed): %s"
-            % "; ".join("%s: %s" % item for item in sorted(down.items())))
+        warnings.append(UNAVAILABLE_WARNING + "; ".join("%s: %s" % item for item in sorted(down.items())))
+    if warnings or "warnings" in result:
+        result["warnings"] = warnings
+
+
+def daemonset_pods(api, namespace, selector):
+    """A function listing a DaemonSet's pods (paged, by its selector mapping), for wait_daemonset."""
+    path = "/api/v1/namespaces/%s/pods" % check_namespace(namespace)
+    return lambda: api.list(path, label_selector=label_selector(selector, "the DaemonSet's selector"))
+
+
+def nodes_by_name(api, selector):
+    """A function giving {name: Node or None} for pending node names (a GET each when few are left,
+    else one paged list), for wait_daemonset."""
+    params = {"label_selector": label_selector(selector, "node_selector")} if selector else {}
+    return lambda pending: api.named("/api/v1/nodes", pending, **params)
 
 
 def planned_selection(nodes, selector, planned):
@@ -287,16 +307,24 @@ def run(api, params, check_mode, wait_for):
     down = dict((name, why) for name, why in not_ready(nodes).items() if name not in planned)
     # each kubelet's configuration, a few at a time; one that does not answer is unavailable
     asked = [name for name in names if name not in planned and name not in down]
-    answers = bounded_map(api.kubelet_config, asked)
-    problems = []
+    remaining = getattr(api, "remaining", None)
+    answers = bounded_map(api.kubelet_config, asked, stop=(lambda: remaining() <= 0) if remaining else None)
+    problems, late = [], []
     for name in names:
         if name in down:
             continue
         config, error = (planned[name], None) if name in planned else answers[name]
+        if error is not None and getattr(error, "deadline", False):
+            late.append(name)  # not asked in time: nothing is known of it, it is not "unavailable"
+            continue
         if error is not None:
             down[name] = "its kubelet's /configz does not answer: %s" % error
             continue
         problems.extend(alignment_problems(name, config))
+    if late:
+        problems.append("the task's deadline passed before the kubelets of %d selected nodes were asked for /configz "
+                        "(%s%s): nothing was applied; raise wait_ceiling (the task's hard limit) for a cluster "
+                        "this size" % (len(late), ", ".join(late[:10]), ", ..." if len(late) > 10 else ""))
     if problems:
         raise PluginError(problems)
     if len(down) > allowed:
@@ -317,7 +345,9 @@ def run(api, params, check_mode, wait_for):
     stall = params["wait_timeout"]
     daemonset = stack[-1]
     ds_path = "/apis/apps/v1/namespaces/%s/daemonsets/%s" % (params["namespace"], params["name"])
-    outcome = wait_daemonset(lambda: api.get(ds_path), len(names), wait_for, stall, len(down))
+    outcome = wait_daemonset(lambda: api.get(ds_path), names, wait_for, stall, down, allowed,
+                             daemonset_pods(api, params["namespace"], daemonset["spec"]["selector"]["matchLabels"]),
+                             nodes_by_name(api, params.get("node_selector") or {}))
     done, text, waited = outcome
     if not done:
         raise PluginError(["the DaemonSet %s/%s did not roll out: %s; %s"

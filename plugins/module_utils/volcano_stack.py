@@ -61,6 +61,8 @@ from ansible_collections.numa.kube.plugins.module_utils.resource_plugin import (
     DEFAULT_MAX_UNAVAILABLE,
     DEFAULT_TOLERATIONS,
     allowed_down,
+    daemonset_pods,
+    nodes_by_name,
     not_ready,
     share_problems,
     too_many_down,
@@ -768,6 +770,8 @@ def _deploy(api, params, volcano, publisher, check_mode, wait_for):
                                "numatopologies.nodeinfo.volcano.sh") is None:
         raise VolcanoError("the cluster has no Numatopology CRD (numatopologies.nodeinfo.volcano.sh): install "
                            "Volcano first, or give manifest (Volcano's release manifest) to install it")
+    # the publisher's nodes, and too many of them unavailable refused, before anything is applied
+    selection = publisher_selection(api, params) if publisher and params["wait"] else None
     # every object of another manager named at once, before anything is applied (the scheduler's
     # ConfigMap is never applied over an existing one, whoever made it)
     api.claim([obj for obj in volcano + publisher if not is_scheduler_conf(obj)])
@@ -823,22 +827,35 @@ def _deploy(api, params, volcano, publisher, check_mode, wait_for):
         if deployment["kind"] == "Deployment" and deployment not in servers:
             wait_available(deployment, [])
     if publisher:
-        result["numatopologies"] = _wait_publisher(api, params, publisher, wait_for, result)
+        result["numatopologies"] = _wait_publisher(api, params, publisher, wait_for, result, selection)
     return result
 
 
-def _wait_publisher(api, params, publisher, wait_for, result):
-    """The selected nodes, once the publisher runs on each and each has its Numatopology (but for
-    the unavailable ones unavailable_nodes_allowed accepts, named in the result)."""
+def publisher_selection(api, params):
+    """(the publisher's selected node names, {node: why} of those unavailable, how many may be),
+    read before anything is applied; VolcanoError naming them when too many are unavailable."""
     nodes = api.nodes(params.get("publisher_node_selector"))
     names = [n["metadata"]["name"] for n in nodes]
+    if not names:
+        raise VolcanoError("no Node matches publisher_node_selector %r: the publisher would run nowhere and no "
+                           "Numatopology could be proven; nothing was applied. Change publisher_node_selector"
+                           % (params.get("publisher_node_selector") or {}))
     allowed = allowed_down(params, len(names))
     down = not_ready(nodes)
     if len(down) > allowed:
-        raise VolcanoError(too_many_down(down, allowed, len(names), "The publisher was applied and not waited for"))
+        raise VolcanoError(too_many_down(down, allowed, len(names), "Nothing was applied"))
+    return names, down, allowed
+
+
+def _wait_publisher(api, params, publisher, wait_for, result, selection=None):
+    """The selected nodes, once the publisher runs on each and each has its Numatopology (but for
+    the unavailable ones unavailable_nodes_allowed accepts, named in the result)."""
+    names, down, allowed = selection or publisher_selection(api, params)
     stall = params["wait_timeout"]
     daemonset = publisher[-1]
-    outcome = wait_daemonset(lambda: api.get(path_of(daemonset)), len(names), wait_for, stall, len(down))
+    outcome = wait_daemonset(lambda: api.get(path_of(daemonset)), names, wait_for, stall, down, allowed,
+                             daemonset_pods(api, params["namespace"], daemonset["spec"]["selector"]["matchLabels"]),
+                             nodes_by_name(api, params.get("publisher_node_selector") or {}))
     if not outcome[0]:
         raise VolcanoError("the publisher DaemonSet did not roll out: %s; %s"
                            % (why_waiting_ended(outcome, stall), outcome[1]))

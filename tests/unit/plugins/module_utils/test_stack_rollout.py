@@ -65,7 +65,7 @@ def test_max_unavailable_takes_a_count_or_a_percentage(value, expected):
 
 @pytest.mark.parametrize("value", [0, "0", "0%", "101%", "-1", "10 %", "ten", "", None, True, 2.5, "5%%"])
 def test_max_unavailable_refuses_what_kubernetes_refuses_naming_the_rule(value):
-    with pytest.raises(ValueError, match=r"max_unavailable must be a count of nodes \(an integer of at least 1\) or a "
+    with pytest.raises(ValueError, match=r"max_unavailable must be a count of nodes \(an integer from 1 to 2147483647, Kubernetes' int32\) or a "
                                          r"percentage of them .* got %s" % repr(value).replace("(", r"\(")
                        .replace("%", "%").replace(".", r"\.").replace(")", r"\)")):
         max_unavailable(value)
@@ -170,11 +170,87 @@ def test_a_daemonset_that_stops_moving_fails_naming_the_stall():
     assert not outcome[0] and outcome.reason == "stalled" and "1 of 4 pods updated, 3 available" in outcome[1]
 
 
-def test_tolerated_nodes_may_lack_an_updated_available_pod():
+def test_counts_alone_never_pass_a_rollout_short_of_pods():
     assert daemonset_ready(status(2, 3, 3), 4)[0] is False
     done, text = daemonset_ready(status(2, 3, 3), 4, tolerated=1)
-    assert done and text.endswith("(1 unavailable node accepted)")
-    assert daemonset_ready(status(2, 2, 3), 4, tolerated=1)[0] is False, "a ready node is still not updated"
+    assert not done and text.endswith("(1 unavailable node accepted)"), "the pods decide, not the counts"
+    empty = status(2, 0, 0, desired=0)
+    assert daemonset_ready(empty, 3, tolerated=3)[0] is False, "a DaemonSet with no pod proves nothing"
+
+
+def ds_pod(node_name, generation="2", ready=True):
+    return {"metadata": {"name": "p-" + node_name, "labels": {"pod-template-generation": generation}},
+            "spec": {"nodeName": node_name},
+            "status": {"conditions": [{"type": "Ready", "status": "True" if ready else "False"}]}}
+
+
+def rolled(updated, available, desired):
+    found = status(2, updated, available, desired=desired)
+    found["metadata"]["annotations"] = {"deprecated.daemonset.template.generation": "2"}
+    return found
+
+
+def test_a_ready_node_with_the_old_pod_fails_the_wait_whatever_the_counts():
+    """10 nodes, w09 NotReady and accepted: its new pod is scheduled but not ready, and Ready w03 still
+    runs the old pod, available: 9 updated and 9 available add up, the pods do not."""
+    clock = Clock()
+    names = ["w%02d" % i for i in range(10)]
+    pods = [ds_pod(n) for n in names if n not in ("w03", "w09")] + [ds_pod("w03", "1"), ds_pod("w09", ready=False)]
+    down = {"w09": "NotReady (Ready Unknown: NodeStatusUnknown)"}
+
+    def ready_nodes(pending):
+        return dict((n, node(n)) for n in pending)
+
+    outcome = kube_wait.wait_daemonset(lambda: rolled(9, 9, 10), names, virtual_wait(clock), 30, down, 1,
+                                       lambda: pods, ready_nodes)
+    assert not outcome[0] and outcome.reason == "stalled"
+    assert "w03: its pod runs an older template" in outcome[1] and list(down) == ["w09"]
+    pods[-2] = ds_pod("w03")
+    outcome = kube_wait.wait_daemonset(lambda: rolled(10, 9, 10), names, virtual_wait(clock), 30, down, 1,
+                                       lambda: pods, ready_nodes)
+    assert outcome[0] and outcome[2] == 0.0
+
+
+def test_a_node_lost_mid_rollout_is_accepted_within_the_share_asking_only_for_it():
+    clock = Clock()
+    names = ["w%02d" % i for i in range(100)]
+    pods = [ds_pod(n, ready=n != "w42") for n in names]
+    asked = []
+
+    def nodes(pending):
+        asked.append(list(pending))
+        return dict((n, node(n, ready="Unknown" if n == "w42" else "True")) for n in pending)
+
+    down = {}
+    outcome = kube_wait.wait_daemonset(lambda: rolled(100, 99, 100), names, virtual_wait(clock), 300, down, 5,
+                                       lambda: pods, nodes)
+    assert outcome[0] and asked == [["w42"]], "only the node without a ready pod is read again"
+    assert down["w42"].startswith("NotReady (Ready Unknown") and "(1 unavailable node accepted)" in outcome[1]
+    # no room left in the share: the lost node fails the wait, named
+    down = dict(("w%02d" % i, "NotReady") for i in range(90, 95))
+    names_left = [n for n in names]
+    outcome = kube_wait.wait_daemonset(lambda: rolled(100, 99, 100), names_left, virtual_wait(clock), 30, down, 5,
+                                       lambda: pods, nodes)
+    assert not outcome[0] and "w42: its pod of the current template is not ready" in outcome[1]
+
+
+def test_the_share_never_covers_every_selected_node():
+    assert [kube_wait.accepted_down(count_or_percent(v, "x"), n) for v, n in
+            [(5, 3), ("100%", 10), ("100%", 1), (0, 5), ("5%", 1000), (2, 0)]] == [2, 9, 0, 0, 50, 0]
+    with pytest.raises(resource_plugin.PluginError, match="all 3 selected nodes are unavailable: w00: NotReady"):
+        resource_plugin.run(fleet(3, down=["w00", "w01", "w02"]), dict(PARAMS, unavailable_nodes_allowed=5), False,
+                            no_wait)
+    api = StackApi([node("w%02d" % i, ready="Unknown") for i in range(3)])
+    with pytest.raises(monitoring.MonitoringError, match="at least one selected node must be proven"):
+        monitoring.run(api, dict(MONITORING, unavailable_nodes_allowed="100%"), False, no_wait)
+    assert not kinds_applied(api)
+    result = resource_plugin.run(fleet(3, down=["w00", "w01"]), dict(PARAMS, unavailable_nodes_allowed="100%"),
+                                 False, no_wait)
+    assert sorted(result["nodes"]) == ["w02"] and sorted(result["unavailable_nodes"]) == ["w00", "w01"]
+
+
+def kinds_applied(api):
+    return [c for c in api.calls if c[0] == "apply"]
 
 
 def test_only_pending_names_are_looked_at_again():
@@ -327,7 +403,8 @@ def test_the_plugins_proof_looks_again_only_at_pending_nodes():
     assert sorted(result["nodes"]) == ["w00", "w01", "w02"]
 
 
-def test_the_exporters_are_proven_on_a_sample_not_on_every_node():
+def test_the_exporters_are_proven_on_a_sample_not_on_every_node(monkeypatch):
+    monkeypatch.setattr(monitoring, "sample_seed", lambda: 0)
     api = StackApi([node("w%02d" % i) for i in range(30)])
     result = monitoring.run(api, MONITORING, False, no_wait)
     asked = sorted(set(c[2].split("/pods/https:x-")[1].split(":")[0] for c in api.calls
@@ -354,3 +431,124 @@ def test_the_publishers_wait_names_the_nodes_left_and_skips_the_unavailable():
     api.put({"apiVersion": "nodeinfo.volcano.sh/v1alpha1", "kind": "Numatopology", "metadata": {"name": "w09"}})
     assert "w03" not in volcano_stack._wait_publisher(api, params, publisher, no_wait, result)
     assert list(result["unavailable_nodes"]) == ["w03"]
+
+
+# --- review 1's findings: bounds, transient errors, the deadline, the sample ----------------------------
+
+def test_a_continue_token_that_never_ends_is_refused_naming_the_server(monkeypatch):
+    api, sent = paged_api([page(["a"], "same"), page(["b"], "same")])
+    with pytest.raises(KubeApiError, match=r"GET /api/v1/nodes: the API server keeps returning continue tokens "
+                                           r"\(the same token again after 2 pages"):
+        api.list("/api/v1/nodes", page=1)
+    assert len(sent) == 2
+    monkeypatch.setattr(kube_api, "LIST_MAX_PAGES", 5)
+    api, sent = paged_api([page(["x"], "t%d" % i) for i in range(10)])
+    with pytest.raises(KubeApiError, match=r"\(still one after 5 pages of 1\).*kubectl get --raw"):
+        api.list("/api/v1/nodes", page=1)
+    assert len(sent) == 5
+
+
+def test_a_transient_error_inside_a_moving_wait_is_a_round_without_progress():
+    clock = Clock()
+    api = KubeApi({"host": "http://127.0.0.1:9", "api_key": "t", "wait_timeout": 30, "wait_ceiling": 3600},
+                  clock=clock)
+    api.sleep = clock.sleep
+    rounds = iter(range(1000))
+
+    def moving():
+        count = next(rounds)
+        if count in (5, 6):
+            raise KubeApiError("GET /apis/apps/v1/...: Read timed out", transient=True)
+        if count == 7:
+            raise KubeApiError("GET /apis/apps/v1/...: 500 etcdserver: leader changed", 500, transient=True)
+        return count == 20, count
+
+    outcome = api.wait_for(moving, 30, progress=lambda v: v)
+    assert outcome[0] and outcome[1] == 20
+    with pytest.raises(KubeApiError, match="403 forbidden"):
+        api.wait_for(lambda: (_ for _ in ()).throw(KubeApiError("GET x: 403 forbidden", 403)), 30,
+                     progress=lambda v: v)
+    start = clock.now
+
+    def silent():
+        raise KubeApiError("GET /apis/apps/v1/x: connection reset", transient=True)
+
+    with pytest.raises(KubeApiError, match="connection reset"):
+        api.wait_for(silent, 30, progress=lambda v: v)
+    assert clock.now - start >= 30, "only the stall window ends a wait of transient errors"
+
+
+def test_kubelets_not_asked_before_the_deadline_are_not_called_unavailable():
+    api = fleet(20)
+    api.remaining = lambda: -1.0
+    with pytest.raises(resource_plugin.PluginError) as caught:
+        resource_plugin.run(api, dict(PARAMS, unavailable_nodes_allowed="50%"), False, no_wait)
+    assert caught.value.problems[0].startswith("the task's deadline passed before the kubelets of 20 selected nodes "
+                                               "were asked for /configz (w00, ")
+    assert "raise wait_ceiling" in caught.value.problems[0] and "unavailable" not in caught.value.problems[0]
+    assert not [c for c in api.calls if c[0] in ("configz", "apply")]
+
+
+def test_the_sample_moves_between_runs_and_only_the_exporters_own_401_proves_authentication():
+    names = ["w%03d" % i for i in range(1000)]
+    samples = set(tuple(monitoring.spread(names, 3, seed)) for seed in range(0, 400, 7))
+    assert len(samples) > 50 and all(len(sample) == 3 for sample in samples)
+    assert monitoring.spread(names, 3, 0) == ["w000", "w499", "w999"]
+    api = StackApi([node("w00")])
+    pod = {"metadata": {"name": "x-w00"}}
+    assert monitoring.exporter_answers(api, MONITORING, pod) is None, "the exporter's refusal of no token"
+
+    def unauthorized(method, path, body=None, **params):
+        if path.endswith("/healthz"):
+            return "ok\n"
+        raise monitoring.KubeApiError("GET %s: 401 Unauthorized" % path, 401)
+
+    api.request = unauthorized
+    assert "401 Unauthorized" in monitoring.exporter_answers(api, MONITORING, pod), "the API server's own 401"
+
+
+def test_the_publisher_refuses_too_many_unavailable_nodes_before_anything_is_applied():
+    from ansible_collections.numa.kube.tests.unit.plugins.module_utils.test_volcano_stack import Cluster
+    api = Cluster(nodes=["w%02d" % i for i in range(4)])
+    api.node_list[1]["status"]["conditions"][0]["status"] = "False"
+    api.put({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+             "metadata": {"name": "numatopologies.nodeinfo.volcano.sh"}})
+    params = {"state": "present", "namespace": "volcano-system", "publisher_image": "r/agent:1",
+              "publisher_nodes_proxy": False, "publisher_node_selector": {}, "wait": True, "wait_timeout": 5,
+              "unavailable_nodes_allowed": "5%", "image_registry": "", "image_tag": "", "node_selector": {}}
+    with pytest.raises(volcano_stack.VolcanoError, match=r"^1 of the 4 selected nodes .* Nothing was applied"):
+        volcano_stack.run(api, params, None, False, no_wait)
+    assert api.events == [], "not even the claim ran"
+
+
+def test_the_unavailable_warning_is_given_once_and_check_mode_names_the_nodes():
+    result = resource_plugin.run(fleet(20, down=["w07"]), dict(PARAMS, unavailable_nodes_allowed="10%"), False,
+                                 no_wait)
+    assert len([w for w in result["warnings"] if "w07" in w]) == 1
+    api = StackApi([node("w%02d" % i, ready="Unknown" if i == 3 else "True") for i in range(20)])
+    for check_mode, wait in ((True, True), (False, False)):
+        result = monitoring.run(api, dict(MONITORING, wait=wait, unavailable_nodes_allowed="10%"), check_mode, no_wait)
+        assert list(result["unavailable_nodes"]) == ["w03"] and len(result["warnings"]) == 1
+
+
+@pytest.mark.parametrize("value", [2 ** 31, "3000000000", 99999999999])
+def test_counts_beyond_kubernetes_int32_are_refused_before_any_request(value):
+    with pytest.raises(ValueError, match="an integer from 1 to 2147483647, Kubernetes' int32"):
+        max_unavailable(value)
+    assert count_or_percent(2 ** 31 - 1, "x") == 2 ** 31 - 1
+
+
+def test_a_ceiling_below_the_stall_window_is_refused():
+    class Failed(Exception):
+        pass
+
+    class Module(object):
+        params = {"wait_timeout": 300, "wait_ceiling": 60, "host": "http://127.0.0.1:9", "api_key": "t"}
+        no_log_values = set()
+
+        def fail_json(self, msg):
+            raise Failed(msg)
+
+    with pytest.raises(Failed, match=r"wait_ceiling \(60 s.*below wait_timeout \(300 s.*raise wait_ceiling to at "
+                                     r"least 300 or lower wait_timeout"):
+        kube_api.connect(Module())
