@@ -647,8 +647,11 @@ def _recordable(path, found):
     return None
 
 
-def plan_begin(marker, files, services, unschedulable, reason, node, folder, now=None):
+def plan_begin(marker, files, services, unschedulable, reason, node, folder, now=None, step=None):
     """The marker after opening (or extending) a change, and the copies to save.
+
+    ``step``, when given, is recorded after the reason (the step the change takes next, such as the
+    drain, recorded in the same write).
 
     Returns (new marker, [(path, saved name, bytes)]). Files and services already recorded keep what
     was recorded first; ``unschedulable`` is kept from the first opening too. A symbolic link is
@@ -670,6 +673,8 @@ def plan_begin(marker, files, services, unschedulable, reason, node, folder, now
     }
     if reason and (marker["steps"] or [None])[-1] != reason:
         marker["steps"].append(reason)  # the part under way: what a later run reports it found
+    if step:
+        marker["steps"].append(step)
     if resumed and marker.get("unschedulable") is None and unschedulable is not None:
         # the first opening could not ask the API (no access then); the first answer is the truth
         marker["unschedulable"] = unschedulable
@@ -872,7 +877,7 @@ def run_state(node, state, folder=DEFAULT_DIR, files=(), services=(), unschedula
                     dict(replaced, replaced=int(now), replaced_by=(owner or {}).get("run_id", ""))]
                 result["taken_over"] = replaced
         if state == "begin":
-            new, copies = plan_begin(claimed, files, services, unschedulable, reason, node, folder, now=now)
+            new, copies = plan_begin(claimed, files, services, unschedulable, reason, node, folder, now=now, step=step)
             if marker is None:
                 new["owner"] = rollout_owner.record(owner, lease, now)
             result["resumed"] = marker is not None

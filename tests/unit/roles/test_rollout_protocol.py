@@ -168,20 +168,29 @@ def test_the_run_identity_is_asked_for_only_until_it_is_pinned():
     assert "__rollout_me" in (load(os.path.join(ROLE, "tasks", "recover.yml"))[0].get("ansible.builtin.set_fact") or {})
 
 
-def test_a_drain_is_followed_by_its_step_and_only_that_step_uncordons():
-    """k8s_drain cordons first: the step is recorded in the always section of the drain's block (so
-    also after a failed drain), and release uncordons only a record that has it."""
-    step = load(os.path.join(ROLE, "vars", "main.yml"))["_rollout_cordon_step"]
-    drains = [task for task in load(os.path.join(ROLE, "tasks", "begin.yml"))
-              if any("kubernetes.core.k8s_drain" in inner for inner in task.get("block") or [])]
-    assert len(drains) == 1
+def test_the_drain_is_recorded_in_the_opening_write_and_only_that_step_uncordons():
+    """k8s_drain cordons first: the write that opens the change records the drain's step whenever
+    begin drains (so the record has it however the drain ends), and release uncordons only a record
+    that has it (or the step an earlier build recorded after its drain)."""
+    variables = load(os.path.join(ROLE, "vars", "main.yml"))
+    assert variables["_rollout_cordon_step"] == "cordoning and draining"
+    assert variables["_rollout_cordon_steps"] == ["{{ _rollout_cordon_step }}", "cordoned and drained"]
+    tasks = load(os.path.join(ROLE, "tasks", "begin.yml"))
+    opening = [task for task in tasks if (task.get("numa.kube.rollout_state") or {}).get("state") == "begin"]
+    assert len(opening) == 1
+    step = opening[0]["numa.kube.rollout_state"]["step"]
+    assert step == "{{ _rollout_cordon_step if _rollout_drain_now | bool else omit }}"
+    drains = [task for task in tasks if any("kubernetes.core.k8s_drain" in inner for inner in task.get("block") or [])]
+    assert len(drains) == 1 and drains[0]["when"] == "_rollout_drain_now | bool"
+    assert tasks.index(opening[0]) < tasks.index(drains[0])
+    # a long drain is followed by a heartbeat, failed or not
     always = drains[0].get("always") or []
     assert [t.get("ansible.builtin.include_tasks") for t in always] == ["step.yml"], always
-    assert always[0]["vars"]["rollout_step"] == "{{ _rollout_cordon_step }}"
-    assert step == "cordoned and drained"
+    assert "rollout_owner_lease | float / 4" in always[0]["when"]
     uncordon = [task for task in tasks_of(load(os.path.join(ROLE, "tasks", "release.yml")))
                 if (task.get("kubernetes.core.k8s_drain") or {}).get("state") == "uncordon"]
-    assert len(uncordon) == 1 and "_rollout_cordon_step in _rollout_record.steps | default([])" in uncordon[0]["when"]
+    assert len(uncordon) == 1
+    assert "_rollout_record.steps | default([]) | intersect(_rollout_cordon_steps) | length > 0" in uncordon[0]["when"]
     assert "_rollout_record.unschedulable is sameas false" in uncordon[0]["when"], "the operator's cordon stays"
 
 

@@ -73,6 +73,16 @@ def test_each_part_that_opens_the_envelope_is_a_step(node):
     assert "last step 'reboot for kernel parameters'" in rollout.describe(second)
 
 
+def test_begin_records_the_next_step_in_its_own_write(node):
+    """The rollout role's drain: the record says the drain cordons the node before it does, in the
+    write that opens the change; a later part's opening adds its reason after it."""
+    first, _copies = rollout.plan_begin(None, [], [], False, "kubelet configuration", node, FOLDER,
+                                        step="cordoning and draining")
+    assert first["steps"] == ["kubelet configuration", "cordoning and draining"]
+    second, _copies = rollout.plan_begin(first, [], [], None, "reboot for kernel parameters", node, FOLDER)
+    assert second["steps"] == ["kubelet configuration", "cordoning and draining", "reboot for kernel parameters"]
+
+
 def test_unknown_schedulability_is_filled_by_the_first_answer(node):
     marker = begin(node, None, [], unschedulable=None)
     assert begin(node, marker, [], unschedulable=True)["unschedulable"] is True
