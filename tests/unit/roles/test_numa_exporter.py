@@ -128,6 +128,38 @@ def test_the_program_the_role_packs_runs_from_its_one_file(tmp_path):
     assert helped.returncode == 0 and "--kubelet-root" in helped.stdout, helped.stderr
 
 
+def test_the_pack_lands_in_a_cache_named_by_its_bytes_and_nothing_is_left_to_remove(tmp_path):
+    """Hosts packing at once (strategy free) or in turn get one path and one whole file; the play
+    has no task removing it (a copy that failed everywhere leaves nothing new behind), and a stale
+    pack of other code goes when a new one is written."""
+    import subprocess
+
+    import yaml
+
+    env = dict(os.environ, TMPDIR=str(tmp_path))
+    cache = tmp_path / ("numa-kube-%d" % os.getuid())
+    cache.mkdir(mode=0o700)
+    stale, fresh = cache / "numa-exporter-old.pyz", cache / "numa-exporter-other.pyz"
+    stale.write_text("old")
+    fresh.write_text("another run's")
+    os.utime(str(stale), (1, 1))
+    paths = set()
+    for _round in range(2):
+        done = subprocess.run([sys.executable, BUNDLE, ROOT], env=env, capture_output=True, text=True, timeout=60,
+                              check=True)
+        paths.add(done.stdout.strip())
+    assert len(paths) == 1
+    path = paths.pop()
+    assert os.path.dirname(path) == str(cache) and re.match(r"numa-exporter-[0-9a-f]{32}\.pyz$", os.path.basename(path))
+    assert sorted(os.listdir(str(cache))) == sorted([os.path.basename(path), fresh.name]), "only the stale one went"
+    subprocess.run([sys.executable, BUNDLE, ROOT, str(tmp_path / "out.pyz")], check=True, capture_output=True,
+                   timeout=60)
+    assert (tmp_path / "out.pyz").read_bytes() == open(path, "rb").read()
+    tasks = yaml.safe_load(open(os.path.join(ROOT, "roles", "numa_exporter", "tasks", "main.yml")))
+    assert not [t for t in tasks if "delegate_to" in t and "file" in str(t.get("ansible.builtin.file", ""))]
+    assert not [t for t in tasks if "from the controller" in t.get("name", "")]
+
+
 def test_serves_tls_and_picks_up_a_renewed_certificate(tmp_path):
     import ssl
     import subprocess
@@ -678,65 +710,85 @@ def load_plain(*path):
         return yaml.safe_load(handle)
 
 
-def leftover_task():
+def leftover_tasks():
     tasks = load_plain("tasks", "main.yml")
-    found = [t for t in tasks if "previous release" in t.get("name", "")]
-    assert len(found) == 1, "one task removes them"
-    return dict(found[0])
+    found = [dict(t) for t in tasks if "previous release" in t.get("name", "")]
+    assert len(found) == 2, "one task removes the files, one the folders left empty"
+    return found
 
 
-def test_the_leftovers_are_the_old_script_and_lib_or_only_our_tree_in_a_shared_folder():
-    assert role_variables()["_numa_exporter_leftovers"] == [
-        "/opt/numa-exporter/numa_exporter.py", "/opt/numa-exporter/lib"]
-    for shared in ("/usr/local", "/usr/local/", "/opt", "/"):
+def test_the_leftovers_are_the_old_script_and_our_tree_in_lib_whatever_the_folder():
+    for folder in ("/opt/numa-exporter", "/usr/local", "/opt/acme", "/srv/tools"):
         leftovers = [re.sub("/+", "/", p) for p in
-                     role_variables(numa_exporter_install_dir=shared)["_numa_exporter_leftovers"]]
-        assert leftovers == [os.path.join(shared, "numa_exporter.py"),
-                             os.path.join(shared, "lib/ansible_collections/numa/kube")], shared
+                     role_variables(numa_exporter_install_dir=folder)["_numa_exporter_leftovers"]]
+        assert leftovers == [folder + "/numa_exporter.py", folder + "/lib/ansible_collections/numa/kube"], folder
 
 
-def test_the_old_script_and_lib_go_in_one_task_with_check_mode_diff_and_no_change_the_second_time(tmp_path):
-    """The role's own task, run by ansible-playbook against this machine: skipped while the program
-    is unchanged (a re-run asks the node nothing), previewed with a diff in check mode, then removed
-    leaving the program, and unchanged the second time."""
+def run_leftover_tasks(tmp_path, install, steps):
+    """The role's two tasks, run by ansible-playbook against this machine, once per step (name,
+    whether the program changed, check mode); the registered results by step name."""
     import yaml
 
-    install = tmp_path / "opt" / "numa-exporter"
+    variables = load_plain("vars", "main.yml")
+    tasks = []
+    for name, program_changed, check in steps:
+        for number, task in enumerate(leftover_tasks()):
+            tasks.append(dict(task, check_mode=check, diff=True,
+                              vars={"__numa_exporter_program": {"changed": program_changed}}))
+            tasks.append({"name": "Keep %s %d" % (name, number), "ansible.builtin.set_fact": {
+                "%s_%d" % (name, number): "{{ %s }}" % task["register"]}})
+        if name == "preview":
+            tasks.append({"name": "What the preview left", "ansible.builtin.stat": {"path": str(install / "lib")},
+                          "register": "after_preview"})
+    keep = ", ".join("'%s_%d': %s_%d" % (name, n, name, n) for name, _c, _m in steps for n in (0, 1))
+    tasks.append({"name": "Keep the results", "ansible.builtin.copy": {
+        "dest": str(tmp_path / "results.json"),
+        "content": "{{ {%s, 'after_preview': after_preview.stat.exists | default(none)} | to_json }}" % keep}})
+    play = [{"name": "Leftovers", "hosts": "localhost", "connection": "local", "gather_facts": False,
+             "vars": {"ansible_python_interpreter": sys.executable, "numa_exporter_install_dir": str(install),
+                      "_numa_exporter_leftovers": variables["_numa_exporter_leftovers"]},
+             "tasks": tasks}]
+    done = run_play(tmp_path, yaml.safe_dump(play))
+    assert done.returncode == 0, done.stdout + done.stderr
+    return json.loads((tmp_path / "results.json").read_text())
+
+
+def old_release(install):
     module_utils = install / "lib" / "ansible_collections" / "numa" / "kube" / "plugins" / "module_utils"
     module_utils.mkdir(parents=True)
     (module_utils / "numa_metrics.py").write_text("# old\n")
     (install / "numa_exporter.py").write_text("# old\n")
     (install / "numa-exporter.pyz").write_text("new")
-    variables = load_plain("vars", "main.yml")
-    task = leftover_task()
-    steps = [("unchanged", False, False), ("preview", True, True), ("removal", True, False), ("again", True, False)]
-    tasks = []
-    for name, program_changed, check in steps:
-        step = dict(task, register=name, check_mode=check, diff=True,
-                    vars={"__numa_exporter_program": {"changed": program_changed}})
-        tasks.append(step)
-        if name == "preview":
-            tasks.append({"name": "What the preview left", "ansible.builtin.stat": {"path": str(install / "lib")},
-                          "register": "after_preview"})
-    tasks.append({"name": "Keep the results", "ansible.builtin.copy": {
-        "dest": str(tmp_path / "results.json"),
-        "content": "{{ {'unchanged': unchanged, 'preview': preview, 'removal': removal, 'again': again,"
-                   " 'after_preview': after_preview.stat.exists} | to_json }}"}})
-    play = [{"name": "Leftovers", "hosts": "localhost", "connection": "local", "gather_facts": False,
-             "vars": {"ansible_python_interpreter": sys.executable, "numa_exporter_install_dir": str(install),
-                      "_numa_exporter_leftovers": variables["_numa_exporter_leftovers"],
-                      "_numa_exporter_shared_dirs": variables["_numa_exporter_shared_dirs"]},
-             "tasks": tasks}]
-    done = run_play(tmp_path, yaml.safe_dump(play))
-    assert done.returncode == 0, done.stdout + done.stderr
-    results = json.loads((tmp_path / "results.json").read_text())
-    assert results["unchanged"].get("skipped") and not results["unchanged"]["changed"]
-    preview = results["preview"]
+
+
+def test_the_old_script_and_tree_go_with_check_mode_diff_and_no_change_the_second_time(tmp_path):
+    """Skipped while the program is unchanged (a re-run asks the node nothing), previewed with a
+    diff in check mode, then removed with the folders left empty, leaving the program; unchanged
+    the second time."""
+    install = tmp_path / "opt" / "numa-exporter"
+    old_release(install)
+    results = run_leftover_tasks(tmp_path, install, [("unchanged", False, False), ("preview", True, True),
+                                                     ("removal", True, False), ("again", True, False)])
+    assert results["unchanged_0"].get("skipped") and results["unchanged_1"].get("skipped")
+    preview = results["preview_0"]
     assert preview["changed"] and results["after_preview"], "check mode reports and removes nothing"
     diffs = dict((r["item"], r["diff"]) for r in preview["results"])
-    assert diffs[str(install / "lib")]["before"]["state"] == "directory"
-    assert diffs[str(install / "lib")]["after"]["state"] == "absent"
+    tree = str(install / "lib" / "ansible_collections" / "numa" / "kube")
+    assert diffs[tree]["before"]["state"] == "directory" and diffs[tree]["after"]["state"] == "absent"
     assert diffs[str(install / "numa_exporter.py")]["before"]["state"] == "file"
-    assert results["removal"]["changed"]
-    assert sorted(os.listdir(str(install))) == ["numa-exporter.pyz"], "the program stays"
-    assert not results["again"]["changed"], "a second run changes nothing"
+    assert results["removal_0"]["changed"] and results["removal_1"]["changed"]
+    assert sorted(os.listdir(str(install))) == ["numa-exporter.pyz"], "the program stays, lib/ was only ours"
+    assert not results["again_0"]["changed"] and not results["again_1"]["changed"], "a second run changes nothing"
+
+
+def test_a_lib_folder_with_anything_else_in_it_stays(tmp_path):
+    """A shared folder (/usr/local, or yours): lib/ and lib/ansible_collections hold more than the
+    old release's tree, and only that tree goes."""
+    install = tmp_path / "usr" / "local"
+    old_release(install)
+    (install / "lib" / "python3").mkdir()
+    (install / "lib" / "ansible_collections" / "acme" / "tools").mkdir(parents=True)
+    results = run_leftover_tasks(tmp_path, install, [("removal", True, False)])
+    assert results["removal_0"]["changed"] and results["removal_1"]["stdout_lines"] == ["lib/ansible_collections/numa"]
+    assert sorted(os.listdir(str(install / "lib"))) == ["ansible_collections", "python3"]
+    assert sorted(os.listdir(str(install / "lib" / "ansible_collections"))) == ["acme"], "numa/ went, empty"
