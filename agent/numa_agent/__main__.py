@@ -98,8 +98,9 @@ def build_parser():
     publisher.add_argument("--period", type=float, default=2.0,
                            help="seconds between two reads of kubelet's assignments (default %(default)s)")
     publisher.add_argument("--resync", type=float, default=60.0,
-                           help="seconds after which kubelet's configuration is read and the object written "
-                                "again even if nothing seemed to change (default %(default)s)")
+                           help="about every this many seconds (jittered x0.5-1.5) kubelet's configuration and "
+                                "the Numatopology object are read again, and the object written only when they "
+                                "differ (default %(default)s)")
     programs.add_parser("checkpoint-relay", add_help=False,
                         help="copy kubelet's CPU and Memory Manager checkpoints where the systemd exporter may read "
                              "them (its own --help)")

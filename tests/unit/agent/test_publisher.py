@@ -303,3 +303,13 @@ def test_a_jitter_outside_its_range_is_refused():
     for jitter in (-0.1, 1.0):
         with pytest.raises(ValueError, match="jitter .* below 1"):
             Publisher(NODE, api=object(), kubelet=object(), jitter=jitter)
+
+
+def test_the_resync_help_names_the_jitter_and_the_write_on_difference(capsys):
+    from numa_agent import __main__ as main  # pylint: disable=import-outside-toplevel
+
+    with pytest.raises(SystemExit):
+        main.parse_args(["topology-publisher", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert ("about every this many seconds (jittered x0.5-1.5) kubelet's configuration and the Numatopology object "
+            "are read again, and the object written only when they differ" in text)
