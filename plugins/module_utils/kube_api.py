@@ -79,6 +79,10 @@ FEW_PENDING = 10
 # at once, each given PROXY_TIMEOUT seconds to connect and between bytes
 PROXY_WORKERS = 8
 PROXY_TIMEOUT = 10
+# ... and at most PROXY_CALL_SECONDS for the whole answer (the read timeout runs between bytes, so
+# a kubelet or pod sending a byte now and then would hold a worker for ever): the answer is read
+# in pieces, and the call ends once this much time has passed (plus at most one read timeout)
+PROXY_CALL_SECONDS = 20
 # a metadata-only list (meta.k8s.io/v1 PartialObjectMetadataList, any resource since 1.15), JSON
 # objects as the fallback for a server that does not serve it
 METADATA_ONLY = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json"
@@ -441,6 +445,7 @@ class KubeApi:
                                "cluster needs longer" % (verb, path, self.limit_option, self.wait_timeout,
                                                          self.limit_option), deadline=True)
         params.setdefault("_request_timeout", self.request_timeout())
+        total = params.pop("_total_seconds", None)
         retried = 0
         while True:
             try:
@@ -466,7 +471,7 @@ class KubeApi:
             except Exception as exc:  # connection refused, TLS, timeouts: name the server
                 raise KubeApiError("%s %s on %s: %s" % (verb, path, self.client.configuration.host, exc),
                                    transient=True)
-        data = answer.data.decode("utf-8", "replace")
+        data = (answer.data if total is None else self._read_within(answer, total, verb, path)).decode("utf-8", "replace")
         if text:
             return data
         try:
@@ -476,6 +481,31 @@ class KubeApi:
         if not isinstance(decoded, dict):
             raise KubeApiError("%s %s: the answer is not a JSON object: %.200s" % (verb, path, data))
         return decoded
+
+    def _read_within(self, answer, seconds, verb, path):
+        """The body of ``answer`` (a urllib3 response not yet read), read in pieces and given up
+        after ``seconds`` in all (a piece waits at most the read timeout)."""
+        end = self.clock() + seconds
+        read = getattr(answer, "read1", None) or answer.read
+        chunks = []
+        try:
+            while True:
+                if self.clock() > end:
+                    raise KubeApiError("%s %s: the answer was not complete after %d s (%d bytes so far); the far "
+                                       "end sends too slowly" % (verb, path, seconds, sum(len(c) for c in chunks)),
+                                       transient=True)
+                try:
+                    chunk = read(65536)
+                except Exception as exc:  # a read timeout, a reset: name the server
+                    raise KubeApiError("%s %s on %s: %s" % (verb, path, self.client.configuration.host, exc),
+                                       transient=True)
+                if not chunk:
+                    return b"".join(chunks)
+                chunks.append(chunk)
+        finally:
+            release = getattr(answer, "release_conn", None)
+            if release:
+                release()
 
     def get(self, path, **params):
         return self.request("GET", path, **params)
@@ -597,7 +627,7 @@ class KubeApi:
     def kubelet_config(self, node):
         """The configuration the node's kubelet runs with (its /configz, through the API server)."""
         answer = self.get("/api/v1/nodes/%s/proxy/configz" % quote(check_name(node, "node name"), safe=""),
-                          _request_timeout=self.proxy_timeout())
+                          _request_timeout=self.proxy_timeout(), _total_seconds=PROXY_CALL_SECONDS)
         if not isinstance(answer, dict) or "kubeletconfig" not in answer:
             raise KubeApiError("the kubelet of %s answered /configz without a kubeletconfig: %r" % (node, answer))
         return answer["kubeletconfig"]

@@ -24,6 +24,7 @@ import re
 import time
 
 from ansible_collections.numa.kube.plugins.module_utils.kube_api import (
+    PROXY_CALL_SECONDS,
     KubeApiError,
     bounded_map,
     check_name,
@@ -668,7 +669,7 @@ def exporter_answers(api, params, pod, fingerprint=None, health_only=False):
 def _proxy_timeout(api):
     """The request option that gives a call through the pod proxy its own (short) timeouts."""
     timeout = getattr(api, "proxy_timeout", None)
-    return {"_request_timeout": timeout()} if timeout else {}
+    return {"_request_timeout": timeout(), "_total_seconds": PROXY_CALL_SECONDS} if timeout else {}
 
 
 def _running(pod):

@@ -552,3 +552,31 @@ def test_a_ceiling_below_the_stall_window_is_refused():
     with pytest.raises(Failed, match=r"wait_ceiling \(60 s.*below wait_timeout \(300 s.*raise wait_ceiling to at "
                                      r"least 300 or lower wait_timeout"):
         kube_api.connect(Module())
+
+
+def test_a_proxy_call_that_drips_its_answer_ends_after_its_whole_budget():
+    clock = Clock()
+    api = KubeApi({"host": "http://127.0.0.1:9", "api_key": "t", "wait_timeout": 300, "wait_ceiling": 3600},
+                  clock=clock)
+
+    class Dripping(object):
+        released = False
+
+        def read1(self, amount):
+            clock.now += 3  # a byte every 3 s: each read within the read timeout, the whole never
+            return b"{"
+
+        def release_conn(self):
+            Dripping.released = True
+
+    class Client(object):
+        configuration = type("Configuration", (), {"host": "https://api:6443"})
+
+        def request(self, method, path, **params):
+            assert "_total_seconds" not in params, "the budget is this client's own, not the library's"
+            return Dripping()
+
+    api.client = Client()
+    with pytest.raises(KubeApiError, match=r"proxy/configz: the answer was not complete after 20 s") as caught:
+        api.kubelet_config("w01")
+    assert caught.value.transient and Dripping.released and clock.now <= kube_api.PROXY_CALL_SECONDS + 3
