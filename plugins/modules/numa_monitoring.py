@@ -52,6 +52,12 @@ description:
     O(exporter_authentication=false), the metrics). A node is asked until its exporter serves and not
     again; no node's C(/metrics) is read each round. The waits run while the rollout moves (see
     O(wait_timeout) and O(wait_ceiling)).
+  - The sample starts at a place the time decides, so each run asks other nodes (the ones asked are
+    RV(nodes)), and an exporter broken in a way its readiness probe does not see is found over a
+    few runs. With authentication, only the exporter's own 401 to a scrape without a token counts
+    (it proves that the exporter authenticates its scrapers; the module holds no token Prometheus
+    would be allowed, so it does not render the metrics itself); any other answer, the API
+    server's own 401 among them, does not.
   - Selected nodes that are NotReady, up to O(unavailable_nodes_allowed), are left out and named;
     more fail the task before anything is applied.
   - When the cluster does not serve the C(monitoring.coreos.com/v1) ServiceMonitor and
@@ -270,8 +276,8 @@ tls:
   sample: Secret volcano-system/numa-exporter-tls serves numa-exporter.volcano-system.svc
 nodes:
   description:
-    - Per node of the sample asked (up to three selected nodes, spread over them), C(serving) once
-      its exporter answered, else why not.
+    - Per node of the sample asked (up to three selected nodes, spread over them from a starting
+      point that changes with each run), C(serving) once its exporter answered, else why not.
   returned: when state is present, wait is true and not in check mode
   type: dict
   sample: {worker-1: serving}
@@ -279,7 +285,7 @@ unavailable_nodes:
   description:
     - Selected nodes left out of the proof as unavailable (NotReady or unreachable), within
       O(unavailable_nodes_allowed), each with why; also given as a warning.
-  returned: when state is present and the stack was applied
+  returned: when state is present and the stack was applied (also in check mode and with O(wait=false))
   type: dict
   sample: {worker-17: "NotReady (Ready Unknown: NodeStatusUnknown)"}
 rollout_seconds:
