@@ -95,7 +95,8 @@ options:
     description:
       - With O(state=step), the step reached (at most 1000 characters).
       - With O(state=begin), a step recorded after O(reason) in the same write - the step the change
-        takes next (the rollout role's drain: the record says so before the drain cordons the node).
+        takes next (the rollout role's drain, so that the record says so before the drain cordons
+        the node).
     type: str
   owner:
     description:
