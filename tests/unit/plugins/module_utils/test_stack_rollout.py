@@ -228,8 +228,7 @@ def test_a_node_lost_mid_rollout_is_accepted_within_the_share_asking_only_for_it
     assert down["w42"].startswith("NotReady (Ready Unknown") and "(1 unavailable node accepted)" in outcome[1]
     # no room left in the share: the lost node fails the wait, named
     down = dict(("w%02d" % i, "NotReady") for i in range(90, 95))
-    names_left = [n for n in names]
-    outcome = kube_wait.wait_daemonset(lambda: rolled(100, 99, 100), names_left, virtual_wait(clock), 30, down, 5,
+    outcome = kube_wait.wait_daemonset(lambda: rolled(100, 99, 100), names, virtual_wait(clock), 30, down, 5,
                                        lambda: pods, nodes)
     assert not outcome[0] and "w42: its pod of the current template is not ready" in outcome[1]
 
@@ -465,9 +464,11 @@ def test_a_transient_error_inside_a_moving_wait_is_a_round_without_progress():
 
     outcome = api.wait_for(moving, 30, progress=lambda v: v)
     assert outcome[0] and outcome[1] == 20
+    def refused():
+        raise KubeApiError("GET x: 403 forbidden", 403)
+
     with pytest.raises(KubeApiError, match="403 forbidden"):
-        api.wait_for(lambda: (_ for _ in ()).throw(KubeApiError("GET x: 403 forbidden", 403)), 30,
-                     progress=lambda v: v)
+        api.wait_for(refused, 30, progress=lambda v: v)
     start = clock.now
 
     def silent():
