@@ -464,6 +464,7 @@ def test_a_transient_error_inside_a_moving_wait_is_a_round_without_progress():
 
     outcome = api.wait_for(moving, 30, progress=lambda v: v)
     assert outcome[0] and outcome[1] == 20
+
     def refused():
         raise KubeApiError("GET x: 403 forbidden", 403)
 
