@@ -413,7 +413,9 @@ class Fleet(object):
                 namespace, self.store[found[0]]["metadata"]["name"]))
             return 200, "ok\ncertificate-sha256: %s\n" % self._fingerprint(secret)
         if sub == "/metrics":
-            return 401, "Unauthorized\n"
+            # the exporter's own refusal of a scrape without a token (agent/numa_agent/authn.py): the
+            # API server's proxy does not pass the caller's credentials on to the pod
+            return 401, "no bearer token: send Authorization: Bearer <a service account token>\n"
         return 404, "404 page not found\n"
 
     def _fingerprint(self, secret):
