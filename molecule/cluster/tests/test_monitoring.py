@@ -288,6 +288,17 @@ def test_a_pinned_pod_shows_its_cpus_and_memory_on_its_numa_node(host, api, prom
             return (cpus_seen, memory, assigned) if cpus_seen and len(memory) == 2 and assigned else None
 
         cpus_seen, memory, assigned = wait("Prometheus has scraped the pod", seen, timeout=180, interval=5)
+        # The scrape seen first may have run while dd was still writing (the series exist from the
+        # container's start), so read the page counts from a scrape taken after that first answer.
+        stamp = 'timestamp(numa_container_memory_bytes{%s,type="file"})' % who
+        first = max(float(r["value"][1]) for r in instant(prometheus, stamp))
+
+        def scraped_again():
+            rows = instant(prometheus, "numa_container_memory_bytes{%s,type=\"file\"} and on(numa_node) %s > %r" % (
+                who, stamp, first))
+            return rows if len(rows) == 2 else None
+
+        memory = wait("a scrape after the pod's report", scraped_again, timeout=180, interval=5)
         assert [(r["metric"]["numa_node"], r["value"][1]) for r in cpus_seen] == [(numa, "1")]
         assert [(r["metric"]["numa_node"], r["metric"]["resource"], r["value"][1]) for r in assigned] == [
             (numa, "memory", str(128 * 2 ** 20))]
