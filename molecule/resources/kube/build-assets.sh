@@ -23,16 +23,19 @@ prometheus_deb=prometheus=2.53.3+ds1-2
 prometheus_image=numa.kube/prometheus:v2.53.3
 # the tag of the Volcano images (build-volcano.sh builds that release)
 volcano_tag=v1.14.1
+# the tag of the NodeResourceTopology scheduler's image (build-nrt-scheduler.sh: scheduler-plugins' release)
+nrt_scheduler_tag=v0.34.7
 log() { echo "build-assets: $*" >&2; }
 
 kube=$(bash "$here/build-kube.sh")
 stacks=$(bash "$here/build-stacks.sh")
 volcano=$(bash "$here/build-volcano.sh")
+nrt_scheduler=$(bash "$here/build-nrt-scheduler.sh")
 repo=$(cd "$here/../../.." && pwd)
 # the agent image follows the collection's code, so its sources are part of the key
 agent_sources=$(cd "$repo" && find agent plugins/module_utils -type f \( -name '*.py' -o -name '*.txt' -o -name '*.sh' \) \
   ! -path '*/__pycache__/*' | sort)
-key=$( (cat "$0" "$here/oci_image.py"; echo "$kube" "$stacks" "$volcano" "${debs[@]}" "$suite" "$prometheus_deb"; cd "$repo" && cat $agent_sources) \
+key=$( (cat "$0" "$here/oci_image.py"; echo "$kube" "$stacks" "$volcano" "$nrt_scheduler" "$nrt_scheduler_tag" "${debs[@]}" "$suite" "$prometheus_deb"; cd "$repo" && cat $agent_sources) \
   | sha256sum | cut -c1-12)
 out=$cache/assets/$key
 if [ -f "$out/done" ]; then
@@ -154,11 +157,15 @@ for component in scheduler controller-manager; do
   python3 "$here/oci_image.py" "$work/vc-$component" "numa.kube/vc-$component:$volcano_tag" "[\"/vc-$component\"]" \
     "$guest/vc-$component.tar"
 done
+# kube-scheduler with NodeResourceTopologyMatch, at /nrt-scheduler as numa.kube.topology_scheduler runs it
+install -D -m 0755 "$nrt_scheduler/nrt-scheduler" "$work/nrt-scheduler/nrt-scheduler"
+python3 "$here/oci_image.py" "$work/nrt-scheduler" "numa.kube/nrt-scheduler:$nrt_scheduler_tag" '["/nrt-scheduler"]' \
+  "$guest/nrt-scheduler.tar"
 cp "$kube/kubelet" "$kube/kubeadm" "$guest/"
 echo "$pause_tag" > "$guest/pause-tag"
 cp "$kube/kube-apiserver" "$kube/kube-controller-manager" "$kube/kube-scheduler" "$work/x/usr/bin/etcd" "$out.tmp/"
 cp -r "$stacks/prometheus-operator" "$out.tmp/"
-cp "$volcano/volcano-development.yaml" "$out.tmp/"
+cp "$volcano/volcano-development.yaml" "$nrt_scheduler/noderesourcetopology-crd.yaml" "$out.tmp/"
 size_mb=$(( $(du -sm "$guest" | cut -f1) * 5 / 4 + 16 ))
 /usr/sbin/mkfs.ext4 -q -F -L numa-assets -d "$guest" "$out.tmp/guest.img" "${size_mb}M"
 touch "$out.tmp/done"
