@@ -13,6 +13,37 @@ import sys
 STANDALONE = {"checkpoint-relay": "checkpoint_relay", "check-tls": "tls_check"}
 
 
+def _publisher_options(parser, kind):
+    """The options both publishers take (their Kubernetes object is ``kind``)."""
+    parser.add_argument("--sysfs", default="/sys", help="where sysfs is mounted (default /sys)")
+    parser.add_argument("--pod-resources-socket", default="/var/lib/kubelet/pod-resources/kubelet.sock",
+                        help="kubelet's PodResources socket (default %(default)s)")
+    parser.add_argument("--node-name", default=os.environ.get("NODE_NAME", ""),
+                        help="this node's name (env NODE_NAME)")
+    parser.add_argument("--kubelet-url", default=os.environ.get("KUBELET_URL") or None,
+                        help="kubelet's HTTPS endpoint (env KUBELET_URL; default https://$NODE_IP:10250)")
+    parser.add_argument("--kubelet-tls", default=os.environ.get("KUBELET_TLS") or "node-cert",
+                        choices=["node-cert", "cluster-ca", "insecure"],
+                        help="how kubelet's serving certificate is checked before the pod's token is sent to it "
+                             "(env KUBELET_TLS; default %(default)s): node-cert against the node's own "
+                             "self-signed kubelet.crt (mounted from the host) for the node's name; cluster-ca "
+                             "against the service account's CA (kubelets with serverTLSBootstrap) for the "
+                             "address dialled; insecure: not at all")
+    parser.add_argument("--kubelet-ca-file", default=os.environ.get("KUBELET_CA_FILE") or None,
+                        help="the CA file to check it against instead of the mode's (env KUBELET_CA_FILE; "
+                             "node-cert: /var/lib/kubelet/pki/kubelet.crt, cluster-ca: the service account's "
+                             "ca.crt)")
+    parser.add_argument("--kubelet-server-name", default=os.environ.get("KUBELET_SERVER_NAME") or None,
+                        help="the name kubelet's certificate must carry instead of the mode's (env "
+                             "KUBELET_SERVER_NAME; node-cert: the node's name, cluster-ca: the address in the URL)")
+    parser.add_argument("--period", type=float, default=2.0,
+                        help="seconds between two reads of kubelet's assignments (default %(default)s)")
+    parser.add_argument("--resync", type=float, default=60.0,
+                        help="about every this many seconds (jittered x0.5-1.5) kubelet's configuration and "
+                             "the %s object are read again, and the object written only when they "
+                             "differ (default %%(default)s)" % kind)
+
+
 def build_parser():
     """The agent's command line: one subcommand per program."""
     parser = argparse.ArgumentParser(prog="numa-agent", description="numa.kube's node agent")
@@ -74,33 +105,16 @@ def build_parser():
         "topology-publisher", help="keep this node's Numatopology (Volcano's numa-aware plugin) current",
         description="The Numatopology publisher: kubelet's policies (its /configz), its free CPUs (PodResources) "
                     "and the CPU layout (sysfs), written to nodeinfo.volcano.sh/v1alpha1 Numatopology <node>.")
-    publisher.add_argument("--sysfs", default="/sys", help="where sysfs is mounted (default /sys)")
-    publisher.add_argument("--pod-resources-socket", default="/var/lib/kubelet/pod-resources/kubelet.sock",
-                           help="kubelet's PodResources socket (default %(default)s)")
-    publisher.add_argument("--node-name", default=os.environ.get("NODE_NAME", ""),
-                           help="this node's name (env NODE_NAME)")
-    publisher.add_argument("--kubelet-url", default=os.environ.get("KUBELET_URL") or None,
-                           help="kubelet's HTTPS endpoint (env KUBELET_URL; default https://$NODE_IP:10250)")
-    publisher.add_argument("--kubelet-tls", default=os.environ.get("KUBELET_TLS") or "node-cert",
-                           choices=["node-cert", "cluster-ca", "insecure"],
-                           help="how kubelet's serving certificate is checked before the pod's token is sent to it "
-                                "(env KUBELET_TLS; default %(default)s): node-cert against the node's own "
-                                "self-signed kubelet.crt (mounted from the host) for the node's name; cluster-ca "
-                                "against the service account's CA (kubelets with serverTLSBootstrap) for the "
-                                "address dialled; insecure: not at all")
-    publisher.add_argument("--kubelet-ca-file", default=os.environ.get("KUBELET_CA_FILE") or None,
-                           help="the CA file to check it against instead of the mode's (env KUBELET_CA_FILE; "
-                                "node-cert: /var/lib/kubelet/pki/kubelet.crt, cluster-ca: the service account's "
-                                "ca.crt)")
-    publisher.add_argument("--kubelet-server-name", default=os.environ.get("KUBELET_SERVER_NAME") or None,
-                           help="the name kubelet's certificate must carry instead of the mode's (env "
-                                "KUBELET_SERVER_NAME; node-cert: the node's name, cluster-ca: the address in the URL)")
-    publisher.add_argument("--period", type=float, default=2.0,
-                           help="seconds between two reads of kubelet's assignments (default %(default)s)")
-    publisher.add_argument("--resync", type=float, default=60.0,
-                           help="about every this many seconds (jittered x0.5-1.5) kubelet's configuration and "
-                                "the Numatopology object are read again, and the object written only when they "
-                                "differ (default %(default)s)")
+    _publisher_options(publisher, "Numatopology")
+    nrt = programs.add_parser(
+        "nrt-publisher", help="keep this node's NodeResourceTopology (scheduler-plugins' NodeResourceTopologyMatch) "
+                              "current",
+        description="The NodeResourceTopology publisher: a zone per NUMA node with cpu, memory, huge pages and "
+                    "NUMA-bound devices (kubelet's PodResources), its distances (sysfs), kubelet's Topology Manager "
+                    "policy and scope (its /configz) and the pods fingerprint, written to "
+                    "topology.node.k8s.io/v1alpha2 NodeResourceTopology <node>; an object of that name that "
+                    "numa.kube did not make is left alone.")
+    _publisher_options(nrt, "NodeResourceTopology")
     programs.add_parser("checkpoint-relay", add_help=False,
                         help="copy kubelet's CPU and Memory Manager checkpoints where the systemd exporter may read "
                              "them (its own --help)")
@@ -134,6 +148,9 @@ def main(argv=None):
     if args.program == "topology-publisher":
         from numa_agent import publisher as publisher_program
         return publisher_program.main(args)
+    if args.program == "nrt-publisher":
+        from numa_agent import nrt_publisher
+        return nrt_publisher.main(args)
     return 2
 
 

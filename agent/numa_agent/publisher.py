@@ -1,7 +1,9 @@
 # -*- coding: utf-8 -*-
 # Copyright: numa.kube contributors
 # GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The Numatopology publisher: this node's NUMA layout and free CPUs for Volcano's numa-aware plugin.
+"""The Numatopology publisher: this node's NUMA layout and free CPUs for Volcano's numa-aware plugin;
+and the rounds it shares with the NodeResourceTopology publisher (nrt_publisher.py):
+``NodeObjectPublisher`` and ``run``.
 
 One ``Numatopology`` (``nodeinfo.volcano.sh/v1alpha1``, cluster-scoped, named as the Node) per
 node. Its spec comes from what kubelet itself reports, never from its checkpoint files:
@@ -50,13 +52,47 @@ from numa_agent.kube import KUBELET_TLS_MODES, ApiError, Client, kubelet_client
 
 LOG = logging.getLogger("publisher")
 COLLECTION = "/apis/nodeinfo.volcano.sh/v1alpha1/numatopologies"
+MANAGED_BY = "app.kubernetes.io/managed-by"
 
 
 def _now():
     return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-class Publisher(object):
+def managers(obj):
+    """Who writes an object, for a log: its managed-by label, else the field managers the server recorded."""
+    metadata = (obj or {}).get("metadata") or {}
+    label = (metadata.get("labels") or {}).get(MANAGED_BY)
+    if label:
+        return label
+    names = sorted(set(entry.get("manager") or "?" for entry in metadata.get("managedFields") or []))
+    return ", ".join(names) or "unknown"
+
+
+class NodeObjectPublisher(object):
+    """What both publishers share: one cluster-scoped object named as the node, kept current.
+
+    The sources (kubelet's /configz, its PodResources API) are read as the module docstring says;
+    the object is read at start and at each jittered resync, written only when its content or
+    annotations differ, created owned by the Node, written again after a 409 or 404 on a copy
+    that went stale. A subclass names the object (``kind``, ``api_version``, ``collection``,
+    ``labels``), builds its content (``desired``: the top-level fields it owns, and the
+    annotations) and says what it does with an object of that name someone else made
+    (``adopt_foreign``).
+    """
+
+    kind = None
+    api_version = None
+    collection = None
+    labels = {}
+    # an object of the node's name without numa.kube's managed-by label: written over (keeping its
+    # labels) when True, left as it is when False
+    adopt_foreign = True
+    # the stack module option that chooses --kubelet-tls, named in the hint when kubelet's
+    # certificate does not verify
+    tls_option = "numa.kube.volcano_stack's publisher_kubelet_tls"
+    log = LOG
+
     def __init__(self, node_name, sysfs="/sys", pod_resources=None, api=None, kubelet=None, resync=60.0,
                  pod_resources_errors=(), jitter=0.5, rand=None, clock=None):
         if not 0.0 <= jitter < 1.0:
@@ -74,7 +110,6 @@ class Publisher(object):
         self.rand = rand or random.Random().random  # a source of floats in [0, 1): tests give their own
         self.clock = clock or time.monotonic
         self.started = _now()
-        self.cpus, self.cpu_signature = None, None
         self.config, self.config_due = None, 0.0
         # the content last written or found in place, when the object is next read from the API server,
         # and the object as the server last showed it (a GET's answer or a write's)
@@ -86,14 +121,6 @@ class Publisher(object):
         return self.resync * (1.0 - self.jitter + 2.0 * self.jitter * self.rand())
 
     # sources ---------------------------------------------------------------------------------
-    def _cpus(self):
-        signature = Topology.current_signature(self.sysfs)
-        if self.cpus is None or signature != self.cpu_signature:
-            self.cpus = [{"id": c["id"], "numa_node": c["numa_node"], "socket": c["socket"], "core": c["core"]}
-                         for c in SysfsReader(self.sysfs).read(include_pci=False)["cpus"]]
-            self.cpu_signature = signature
-        return self.cpus
-
     def _kubelet_config(self):
         now = self.clock()
         if self.config is None or now >= self.config_due:
@@ -101,27 +128,32 @@ class Publisher(object):
             if not isinstance(config, dict):
                 raise ApiError(0, "kubelet's /configz has no kubeletconfig")
             if self.config is not None and config != self.config:
-                LOG.info("kubelet's configuration changed: CPU Manager %s, Topology Manager %s",
-                         config.get("cpuManagerPolicy"), config.get("topologyManagerPolicy"))
+                self.log.info("kubelet's configuration changed: CPU Manager %s, Topology Manager %s",
+                              config.get("cpuManagerPolicy"), config.get("topologyManagerPolicy"))
             self.config, self.config_due = config, now + self.wait()
         return self.config
 
-    def desired(self):
-        """(spec, annotations) as things are now; ApiError or a PodResources error when a source did not answer."""
-        cpus = self._cpus()
+    def _kubelet_resources(self):
+        """(GetAllocatableResources, List) from PodResources; when it does not answer, /configz is read again next."""
         try:
-            allocatable = self.pod_resources.allocatable()["cpu_ids"]
-            assigned = [cpu for pod in self.pod_resources.assigned() for c in pod["containers"] for cpu in c["cpu_ids"]]
+            return self.pod_resources.allocatable(), self.pod_resources.assigned()
         except self.pod_resources_errors:
             self.config = None  # kubelet may be restarting, perhaps with other policies
             raise
-        config = self._kubelet_config()
-        spec = numatopology.numatopology_spec(cpus, config, allocatable, assigned)
-        annotations = {numatopology.STARTED_ANNOTATION: self.started,
-                       numatopology.RESERVED_CPUS_ANNOTATION: numatopology.reserved_cpus(cpus, config, allocatable)}
-        return spec, annotations
+
+    def desired(self):
+        """({top-level field: value}, annotations) as things are now; ApiError or a PodResources error when a
+        source did not answer."""
+        raise NotImplementedError
+
+    def describe(self, content):
+        """One line for the log when the object was written."""
+        raise NotImplementedError
 
     # the object ------------------------------------------------------------------------------
+    def path(self):
+        return self.collection + "/" + self.node_name
+
     def _owner(self):
         if self.node_uid is None:
             self.node_uid = self.api.get("/api/v1/nodes/" + self.node_name)["metadata"]["uid"]
@@ -139,40 +171,45 @@ class Publisher(object):
         """The object as the server now holds it: its answer to a write (new resourceVersion) or what was sent."""
         self.seen = copy.deepcopy(answer if isinstance(answer, dict) and answer.get("metadata") else sent)
 
-    def write(self, spec, annotations, fresh=True):
+    def write(self, content, annotations, fresh=True):
         """Create or replace the object when it differs; True when something was written.
 
         ``fresh``: compare with the object read now; otherwise with the one the server last showed
         (read again, and the write tried once more, when the server refuses it as gone or stale).
         """
-        path = COLLECTION + "/" + self.node_name
+        path = self.path()
         if fresh or self.seen is None:
             fresh, self.seen = True, None
             current = self._read(path)
         else:
             current = copy.deepcopy(self.seen)
         if current is None:
-            body = {"apiVersion": numatopology.NUMATOPOLOGY_API, "kind": "Numatopology",
-                    "metadata": {"name": self.node_name, "annotations": annotations,
-                                 "labels": dict(numatopology.PUBLISHER_LABELS),
-                                 "ownerReferences": self._owner()},
-                    "spec": spec}
-            self._keep(self.api.request("POST", COLLECTION, body), body)
+            body = {"apiVersion": self.api_version, "kind": self.kind,
+                    "metadata": {"name": self.node_name, "annotations": annotations, "labels": dict(self.labels),
+                                 "ownerReferences": self._owner()}}
+            body.update(copy.deepcopy(content))
+            self._keep(self.api.request("POST", self.collection, body), body)
             return True
         self.seen = copy.deepcopy(current)
         metadata = current.setdefault("metadata", {})
         have = metadata.get("annotations") or {}
         labels = metadata.get("labels") or {}
+        ours = labels.get(MANAGED_BY) == "numa.kube"
+        if not ours and not self.adopt_foreign:
+            if fresh:  # once per resync: the object is read again only then
+                self.log.warning("%s %s is not numa.kube's (no label %s=numa.kube; written by %s): left as it is",
+                                 self.kind, self.node_name, MANAGED_BY, managers(current))
+            return False
         # an object an earlier publisher made gets today's labels; one made by another exporter
         # stays without them (numa.kube's state=absent must not take it for its own)
-        ours = labels.get("app.kubernetes.io/managed-by") == "numa.kube"
-        relabel = ours and any(labels.get(k) != v for k, v in numatopology.PUBLISHER_LABELS.items())
-        if current.get("spec") == spec and all(have.get(k) == v for k, v in annotations.items()) and not relabel:
+        relabel = ours and any(labels.get(k) != v for k, v in self.labels.items())
+        if (all(current.get(k) == v for k, v in content.items()) and all(have.get(k) == v for k, v in annotations.items())
+                and not relabel):
             return False
         if relabel:
-            metadata["labels"] = dict(labels, **numatopology.PUBLISHER_LABELS)
+            metadata["labels"] = dict(labels, **self.labels)
         metadata["annotations"] = dict(have, **annotations)
-        current["spec"] = spec
+        current.update(copy.deepcopy(content))
         try:
             # carries resourceVersion: the server refuses it (409) when the object changed meanwhile
             answer = self.api.request("PUT", path, current)
@@ -180,46 +217,80 @@ class Publisher(object):
             self.seen = None
             if fresh or exc.status not in (404, 409):
                 raise
-            return self.write(spec, annotations, fresh=True)
+            return self.write(content, annotations, fresh=True)
         self._keep(answer, current)
         return True
 
     def step(self):
         """One round: read the sources; write when the content moved, read the object again at the resync."""
         try:
-            spec, annotations = self.desired()
+            content, annotations = self.desired()
         except (ApiError,) + self.pod_resources_errors as exc:
-            LOG.warning("not publishing: a source did not answer: %s%s",
-                        exc.details() if hasattr(exc, "details") else exc, _certificate_hint(exc))
+            self.log.warning("not publishing: a source did not answer: %s%s",
+                             exc.details() if hasattr(exc, "details") else exc, _certificate_hint(exc, self.tls_option))
             return False
-        content = (spec, annotations)
+        state = (content, annotations)
         due = self.clock() >= self.resync_due
-        if content == self.written and not due:
+        if state == self.written and not due:
             return False
         try:
-            changed = self.write(spec, annotations, fresh=due)
+            changed = self.write(content, annotations, fresh=due)
         except ApiError as exc:
-            LOG.warning("could not write Numatopology %s: %s", self.node_name, exc)
+            self.log.warning("could not write %s %s: %s", self.kind, self.node_name, exc)
             return False
         if changed:
-            LOG.info("Numatopology %s: free CPUs %s of %d, CPU Manager %s, Topology Manager %s",
-                     self.node_name, spec["numares"]["cpu"]["allocatable"] or "(none)",
-                     spec["numares"]["cpu"]["capacity"], spec["policies"]["CPUManagerPolicy"],
-                     spec["policies"]["TopologyManagerPolicy"])
-        self.written = content
+            self.log.info("%s %s: %s", self.kind, self.node_name, self.describe(content))
+        self.written = state
         if due:
             self.resync_due = self.clock() + self.wait()
         return changed
 
 
-def _certificate_hint(exc):
+class Publisher(NodeObjectPublisher):
+    """The Numatopology publisher (Volcano's numa-aware plugin)."""
+
+    kind = "Numatopology"
+    api_version = numatopology.NUMATOPOLOGY_API
+    collection = COLLECTION
+    labels = numatopology.PUBLISHER_LABELS
+
+    def __init__(self, *args, **kwargs):
+        super(Publisher, self).__init__(*args, **kwargs)
+        self.cpus, self.cpu_signature = None, None
+
+    def _cpus(self):
+        signature = Topology.current_signature(self.sysfs)
+        if self.cpus is None or signature != self.cpu_signature:
+            self.cpus = [{"id": c["id"], "numa_node": c["numa_node"], "socket": c["socket"], "core": c["core"]}
+                         for c in SysfsReader(self.sysfs).read(include_pci=False)["cpus"]]
+            self.cpu_signature = signature
+        return self.cpus
+
+    def desired(self):
+        cpus = self._cpus()
+        allocatable, assigned = self._kubelet_resources()
+        allocatable = allocatable["cpu_ids"]
+        assigned = [cpu for pod in assigned for c in pod["containers"] for cpu in c["cpu_ids"]]
+        config = self._kubelet_config()
+        spec = numatopology.numatopology_spec(cpus, config, allocatable, assigned)
+        annotations = {numatopology.STARTED_ANNOTATION: self.started,
+                       numatopology.RESERVED_CPUS_ANNOTATION: numatopology.reserved_cpus(cpus, config, allocatable)}
+        return {"spec": spec}, annotations
+
+    def describe(self, content):
+        spec = content["spec"]
+        return "free CPUs %s of %d, CPU Manager %s, Topology Manager %s" % (
+            spec["numares"]["cpu"]["allocatable"] or "(none)", spec["numares"]["cpu"]["capacity"],
+            spec["policies"]["CPUManagerPolicy"], spec["policies"]["TopologyManagerPolicy"])
+
+
+def _certificate_hint(exc, tls_option="numa.kube.volcano_stack's publisher_kubelet_tls"):
     """The way out when kubelet's certificate did not verify (empty for any other failure)."""
     if not getattr(exc, "certificate", False):
         return ""
     return ("; if the cluster signs kubelet's serving certificate (serverTLSBootstrap), run with --kubelet-tls "
-            "cluster-ca (numa.kube.volcano_stack's publisher_kubelet_tls); if kubelet's self-signed certificate has "
-            "expired (kubelet never renews it), remove kubelet.crt and kubelet.key from its --cert-dir, restart "
-            "kubelet, then this pod")
+            "cluster-ca (%s); if kubelet's self-signed certificate has expired (kubelet never renews it), remove "
+            "kubelet.crt and kubelet.key from its --cert-dir, restart kubelet, then this pod" % tls_option)
 
 
 def kubelet_tls_problem(kubelet, mode):
@@ -228,42 +299,48 @@ def kubelet_tls_problem(kubelet, mode):
         return None
     if mode == "node-cert":
         return ("--kubelet-tls node-cert checks kubelet's serving certificate against the node's own, and %s is not "
-                "there: mount the node's kubelet.crt there (numa.kube.volcano_stack does), give --kubelet-ca-file, "
+                "there: mount the node's kubelet.crt there (numa.kube's stack modules do), give --kubelet-ca-file, "
                 "or choose --kubelet-tls cluster-ca (serving certificates the cluster signs) or insecure"
                 % kubelet.ca_file)
     return ("--kubelet-tls %s checks kubelet's serving certificate against %s, which is not there: give "
             "--kubelet-ca-file, or choose another of %s" % (mode, kubelet.ca_file, ", ".join(KUBELET_TLS_MODES)))
 
 
-def main(args):
+def run(args, publisher_class):
+    """The publishers' program: check the options, then one ``step`` every ``--period`` until SIGTERM."""
+    log = publisher_class.log
     if not args.node_name:
-        LOG.error("no node name: give --node-name or NODE_NAME (the downward API's spec.nodeName)")
+        log.error("no node name: give --node-name or NODE_NAME (the downward API's spec.nodeName)")
         return 2
     try:
         kubelet = kubelet_client(args.kubelet_url, args.kubelet_tls, args.kubelet_ca_file, args.kubelet_server_name,
                                  args.node_name)
     except ValueError as exc:  # a mode from KUBELET_TLS that argparse's choices did not see
-        LOG.error("%s", exc)
+        log.error("%s", exc)
         return 2
     if not kubelet.base:
-        LOG.error("no kubelet address: give --kubelet-url or NODE_IP (the downward API's status.hostIP)")
+        log.error("no kubelet address: give --kubelet-url or NODE_IP (the downward API's status.hostIP)")
         return 2
     problem = kubelet_tls_problem(kubelet, args.kubelet_tls)
     if problem:
-        LOG.error("%s", problem)
+        log.error("%s", problem)
         return 2
     if not kubelet.verify:
-        LOG.warning("kubelet's serving certificate is NOT checked (--kubelet-tls insecure): whatever answers on "
+        log.warning("kubelet's serving certificate is NOT checked (--kubelet-tls insecure): whatever answers on "
                     "%s receives this pod's token", kubelet.base)
     from numa_agent.pod_resources import PodResources, RpcError  # gRPC: only in the image
-    publisher = Publisher(args.node_name, args.sysfs, PodResources(args.pod_resources_socket),
-                          kubelet=kubelet, resync=args.resync, pod_resources_errors=(RpcError,))
+    publisher = publisher_class(args.node_name, args.sysfs, PodResources(args.pod_resources_socket),
+                                kubelet=kubelet, resync=args.resync, pod_resources_errors=(RpcError,))
     stop = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *unused: stop.set())
-    LOG.info("publishing Numatopology %s every %.1f s (kubelet at %s, %s; PodResources at %s)",
+    log.info("publishing %s %s every %.1f s (kubelet at %s, %s; PodResources at %s)", publisher_class.kind,
              args.node_name, args.period, kubelet.base, kubelet.tls(), args.pod_resources_socket)
     while not stop.is_set():
         publisher.step()
         stop.wait(args.period)
     return 0
+
+
+def main(args):
+    return run(args, Publisher)
