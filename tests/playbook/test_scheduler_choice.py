@@ -1,0 +1,89 @@
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""site.yml picks its scheduling stacks in one place: numa_kube_schedulers (volcano, topology;
+none by default) turns numa.kube.volcano and numa.kube.topology_scheduler on in the cluster phase,
+an explicit volcano_manage or topology_scheduler_manage still wins, and an unknown entry stops the
+run in the preflight, before any node is read or changed. One local host, every node part off,
+in check mode; a role that runs is seen failing its argument check on a state no role accepts."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+OFF = {"kernel_args_manage": False, "kubelet_manage": False, "containerd_nri_manage": False, "rollout_drain": False,
+       "numa_exporter_manage": False, "volcano_state": "not-a-state", "topology_scheduler_state": "not-a-state"}
+ROLES = {"volcano": "numa.kube.volcano", "topology": "numa.kube.topology_scheduler"}
+
+
+def play(tmp_path, extra):
+    host = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable,
+            "rollout_marker_dir": str(tmp_path / "record")}
+    inventory = tmp_path / "hosts.json"
+    inventory.write_text(json.dumps({"all": {"children": {"numa_nodes": {"hosts": {"node01": host}}}}}))
+    env = dict(os.environ, ANSIBLE_STDOUT_CALLBACK="ansible.builtin.json", ANSIBLE_NOCOLOR="1",
+               ANSIBLE_COLLECTIONS_PATH=os.path.join(ROOT, ".venv", "collections"),
+               ANSIBLE_LOCAL_TEMP=str(tmp_path / "tmp"), ANSIBLE_HOME=str(tmp_path / "home"))
+    command = [os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i", str(inventory),
+               os.path.join(ROOT, "playbooks", "site.yml"), "--check", "--tags", "cluster_stacks",
+               "-e", json.dumps(dict(OFF, **extra))]
+    done = subprocess.run(command, env=env, cwd=ROOT, capture_output=True, text=True, timeout=600, check=False)
+    return done, json.loads(done.stdout)
+
+
+def entered(report):
+    """The scheduling stacks whose role ran: its argument check was not skipped by site.yml's switch."""
+    found = set()
+    for entry in report["plays"]:
+        for task in entry["tasks"]:
+            for stack, role in ROLES.items():
+                if task["task"]["name"].startswith(role + " : Validating arguments"):
+                    result = task["hosts"]["node01"]
+                    if not result.get("skipped"):
+                        found.add(stack)
+                    else:
+                        assert result["false_condition"] == "__numa_kube_scheduling.%s" % stack, result
+    return found
+
+
+@pytest.mark.parametrize("extra, stacks", [
+    ({"numa_kube_schedulers": ["topology"]}, {"topology"}),
+    ({"numa_kube_schedulers": ["volcano", "topology"], "volcano_manage": False}, {"topology"}),
+    ({"numa_kube_schedulers": [], "volcano_manage": True}, {"volcano"}),
+], ids=["topology", "explicit-manage-wins", "manage-alone"])
+def test_the_chosen_stack_runs_and_the_other_does_not(tmp_path, extra, stacks):
+    done, report = play(tmp_path, extra)
+    assert done.returncode != 0, "the role that runs refuses the state no role accepts"
+    assert entered(report) == stacks
+    assert "not-a-state" in json.dumps(report["plays"][-1]), done.stdout[-2000:]
+
+
+def test_no_stack_by_default_and_the_report_says_so(tmp_path):
+    done, report = play(tmp_path, {})
+    assert done.returncode == 0, done.stdout[-3000:]
+    assert entered(report) == set()
+    shown = [task["hosts"]["node01"]["msg"] for task in report["plays"][-1]["tasks"]
+             if task["task"]["name"] == "Show what each node has now"][0]
+    assert "scheduling stacks: none" in shown, shown
+
+
+@pytest.mark.parametrize("value, problem", [
+    (["volcano", "numa-aware"], 'unknown entries "numa-aware"'),
+    ("topology", "it must be a list, not a single value"),
+])
+def test_the_preflight_refuses_an_unknown_scheduling_stack(tmp_path, value, problem):
+    done, report = play(tmp_path, {"numa_kube_schedulers": value})
+    assert done.returncode != 0
+    assert len(report["plays"]) == 1, "no node was changed and no stack deployed"
+    task = [task for task in report["plays"][0]["tasks"]
+            if task["task"]["name"] == "Check the scheduling stacks asked for (numa_kube_schedulers)"][0]
+    message = task["hosts"]["node01"]["msg"]
+    assert message.startswith("numa_kube_schedulers is %s: %s" % (json.dumps(value), problem)), message
+    assert "each volcano" in message and "or topology" in message and "[volcano, topology]" in message, message
