@@ -169,6 +169,16 @@ def disagreements(obj, expected, config):
     return problems
 
 
+def scheduler_log(api, lines=40):
+    """The NRT scheduler's last log lines about numa-kubelet (it runs with --v=2: bindings, the
+    cache's "flushing" of a node), for a failure's message."""
+    pods = api.list_namespaced_pod(NAMESPACE, label_selector="app=%s" % SCHEDULER).items
+    if not pods:
+        return "no scheduler pod"
+    log = api.read_namespaced_pod_log(pods[0].metadata.name, NAMESPACE, tail_lines=2000)
+    return "\n".join([line for line in log.splitlines() if NODE in line][-lines:])
+
+
 def until(what, probe, done, timeout):
     """The first value of ``probe()`` that ``done`` accepts within ``timeout`` s; the test fails
     naming ``what`` and the last value otherwise."""
@@ -356,8 +366,13 @@ def run_burst(api, custom, host, sizes, before, scheduler=None):
                     and "cannot align pod" in (states["nrt-wide"][2] or ""))
             return all(s and s[0] in ("running", "failed") for s in states.values())
 
-        states = until("the burst's verdicts under %s" % (scheduler or "the default scheduler"),
-                       lambda: dict((n, state(api, n)) for n in names), decided, 300)
+        try:
+            states = until("the burst's verdicts under %s" % (scheduler or "the default scheduler"),
+                           lambda: dict((n, state(api, n)) for n in names), decided, 300)
+        except AssertionError:
+            if scheduler:
+                print("the NRT scheduler's log about %s:\n%s" % (NODE, scheduler_log(api)))
+            raise
         placed = dict((name, numa_of(host, s)) for name, s in states.items() if s[0] == "running")
         want = dict((n, dict(z)) for n, z in before.items())
         for name, cpu, memory, pages in sizes:
@@ -393,8 +408,11 @@ def test_a_burst_the_default_scheduler_sends_to_topology_affinity_errors_runs_al
     assert refused == ["nrt-wide"], default
     assert all(default[n][0] == "running" for n in ("nrt-memory", "nrt-hugepages")), default
 
-    # the default scheduler's pods were foreign to the NRT scheduler's cache: it flushes the node at
-    # its next resync once the NRT matches the pods it sees (agreed), so give it one period
+    # The default scheduler's pods (exclusive CPUs) were foreign to the NRT scheduler's cache, which
+    # distrusts the node ("invalid node topology data") until a resync finds the NRT's pods
+    # fingerprint equal to the pods it sees there. They are gone and the NRT agrees with kubelet, so
+    # the next resync - within one cacheResyncPeriodSeconds, run by a timer - flushes the node. No
+    # event tells the test when; it waits that one period (the scheduler's log shows the "flushing").
     agreed(api, custom, host, NODE)
     time.sleep(scheduler["resync"] + 1)
     topology = run_burst(api, custom, host, sizes, before, scheduler["name"])
@@ -417,8 +435,12 @@ def test_a_memory_bound_pod_volcano_sends_to_kubelet_waits_under_the_nrt_schedul
 
     api.create_namespaced_pod("default", guaranteed("nrt-memory-bound", 1, memory_mi, scheduler=scheduler["name"]))
     try:
-        seen = until("the NRT scheduler's verdict", lambda: state(api, "nrt-memory-bound"),
-                     lambda s: s is not None and (s[0] != "pending" or "cannot align pod" in (s[2] or "")), 120)
+        try:
+            seen = until("the NRT scheduler's verdict", lambda: state(api, "nrt-memory-bound"),
+                         lambda s: s is not None and (s[0] != "pending" or "cannot align pod" in (s[2] or "")), 120)
+        except AssertionError:
+            print("the NRT scheduler's log about %s:\n%s" % (NODE, scheduler_log(api)))
+            raise
         assert seen[0] == "pending", seen
         events = api.list_namespaced_event("default", field_selector="involvedObject.name=nrt-memory-bound").items
         failed = [e.message for e in events if e.reason == "FailedScheduling" and "cannot align pod" in (e.message or "")]
