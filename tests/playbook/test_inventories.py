@@ -32,7 +32,8 @@ LABLABS = os.path.join(ROOT, "inventories", "rke2-lablabs")
 CONFIG = "/etc/rancher/rke2/config.yaml"
 # Switches of site.yml itself, and variables that belong to other tools (the lablabs RKE2 role).
 PLAYBOOK_VARIABLES = {"kubelet_manage", "kernel_args_manage", "containerd_nri_manage", "numa_exporter_manage",
-                      "prometheus_targets_manage", "numa_kube_batch_size", "numa_kube_max_fail_percentage", "kernel_args_present", "kernel_args_absent",
+                      "prometheus_targets_manage", "numa_kube_batch_size", "numa_kube_max_fail_percentage", "numa_kube_schedulers",
+                      "kernel_args_present", "kernel_args_absent",
                       "kernel_args_method", "kubelet_numa", "rke2_agent_options", "rke2_server_options",
                       "rke2_kubelet_arg", "rke2_download_kubeconf"}
 
