@@ -28,14 +28,13 @@ __metaclass__ = type
 
 import copy
 import hashlib
-import json
 import re
 import time
 
+from ansible_collections.numa.kube.plugins.module_utils import node_publisher, stack_objects
 from ansible_collections.numa.kube.plugins.module_utils.kube_api import (
     HOST,
     KINDS,
-    MANAGED_BY,
     PATH_PART,
     SCHEME,
     KubeApiError,
@@ -44,29 +43,31 @@ from ansible_collections.numa.kube.plugins.module_utils.kube_api import (
     check_namespace,
     describe,
     image_problem,
-    label_selector,
     owned,
     path_of,
 )
 from ansible_collections.numa.kube.plugins.module_utils.kube_wait import (
     deployment_progress,
     deployment_ready,
-    max_unavailable,
-    wait_daemonset,
     wait_pending,
     why_waiting_ended,
 )
-from ansible_collections.numa.kube.plugins.module_utils.numatopology import NUMATOPOLOGY_API
-from ansible_collections.numa.kube.plugins.module_utils.resource_plugin import (
-    DEFAULT_MAX_UNAVAILABLE,
-    DEFAULT_TOLERATIONS,
-    allowed_down,
-    daemonset_pods,
-    nodes_by_name,
-    not_ready,
-    share_problems,
-    too_many_down,
-    warn_down,
+from ansible_collections.numa.kube.plugins.module_utils.node_publisher import (
+    NUMATOPOLOGY,
+    own_node_policy,
+    published_cleanup,
+    selected_nodes,
+    unavailable,
+    wait_rollout,
+)
+from ansible_collections.numa.kube.plugins.module_utils.resource_plugin import share_problems, warn_down
+from ansible_collections.numa.kube.plugins.module_utils.stack_objects import (
+    StackResult,
+    apply_recorded,
+    custom_objects,
+    named,
+    namespace_problem,
+    pod_specs,
 )
 from ansible_collections.numa.kube.plugins.module_utils.volcano_conf import VolcanoError
 
@@ -76,23 +77,15 @@ except ImportError:  # reported by the module (volcano_conf.HAS_YAML)
     yaml = None
 
 PUBLISHER = "numa-topology-publisher"
-PUBLISHER_RESOURCES = {"requests": {"cpu": "10m", "memory": "40Mi"}, "limits": {"memory": "96Mi"}}
+# what moved to stack_objects, under the names this module's callers know
+summarised = stack_objects.summarised
+_foreign = stack_objects.foreign
 # the ValidatingAdmissionPolicy (and its binding) that keeps each publisher to its own node's object
 PUBLISHER_POLICY = "numa-kube.publisher-own-node"
-# the user extra the API server sets from a pod-bound service account token's node claim
-# (ServiceAccountTokenPodNodeInfo: beta and on from 1.30, GA and locked on from 1.32)
-NODE_NAME_EXTRA = "authentication.kubernetes.io/node-name"
-# how the publisher checks kubelet's serving certificate (its --kubelet-tls)
-PUBLISHER_KUBELET_TLS = ("node-cert", "cluster-ca", "insecure")
-# kubelet's self-signed serving certificate, where it writes it without tlsCertFile (kubeadm's default)
-KUBELET_CERT = "/var/lib/kubelet/pki/kubelet.crt"
 _IMAGE = re.compile(r"^(?P<repo>.*/)?(?P<name>[^/:@]+)(?::(?P<tag>[^/@]+))?(?P<digest>@.+)?$")
 WEBHOOK_KINDS = ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration")
-POD_TEMPLATE_KINDS = ("Deployment", "DaemonSet", "StatefulSet", "Job")
 DOWNLOAD_TIMEOUT = 60  # seconds for the manifest's download, connection and reading together
 MAX_MANIFEST_BYTES = 32 * 1024 * 1024  # Volcano's release manifest is about 2 MB
-LISTED = 5  # objects named in a refusal, per CRD or Namespace; the count says how many there are
-_PAGE, _PAGES = 500, 20  # a list is read 500 objects a request, at most 20 requests
 
 _REGISTRY = re.compile(r"^%s(?:/%s)*/?\Z" % (HOST, PATH_PART))
 _TAG = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}\Z")
@@ -206,22 +199,8 @@ def _kind_problem(unknown):
             "(installer/volcano-development.yaml)" % (", ".join(items), ", ".join(known)))
 
 
-def _pod_specs(obj):
-    """The pod specs of ``obj`` (a workload's template, a Pod's own spec), as they are (not copies)."""
-    spec = obj.get("spec")
-    if not isinstance(spec, dict):
-        return []
-    if obj.get("kind") == "Pod":
-        return [spec]
-    if obj.get("kind") in POD_TEMPLATE_KINDS:
-        template = spec.get("template")
-        if isinstance(template, dict) and isinstance(template.get("spec"), dict):
-            return [template["spec"]]
-    return []
-
-
 def _containers(obj):
-    for pod_spec in _pod_specs(obj):
+    for pod_spec in pod_specs(obj):
         for field in ("initContainers", "containers"):
             for container in pod_spec.get(field) or []:
                 if isinstance(container, dict):
@@ -350,7 +329,7 @@ def adjust(objects, params):
         meta = obj["metadata"]
         if KINDS.get((obj["apiVersion"], obj["kind"]), (None, False))[1] and not meta.get("namespace"):
             meta["namespace"] = params["namespace"]
-        for pod_spec in _pod_specs(obj):
+        for pod_spec in pod_specs(obj):
             for container in pod_spec.get("initContainers", []) + pod_spec.get("containers", []):
                 container["image"] = _image(container.get("image", ""), params.get("image_registry"),
                                             params.get("image_tag"))
@@ -408,172 +387,25 @@ def is_scheduler_conf(obj):
 
 def publisher_policy(namespace, labels):
     """The ValidatingAdmissionPolicy and its binding that let the publisher write only the
-    Numatopology named as its own node.
-
-    RBAC cannot say this: a rule's resourceNames does not apply to ``create`` (the name is not in
-    the request's path when it is authorized), and every pod of a DaemonSet runs as the same
-    service account, so each node would need an account and a role of its own. A pod's projected
-    token names the node the pod was bound to; the API server puts that name in the request's user
-    extra ``authentication.kubernetes.io/node-name``, which a pod cannot choose. The policy compares
-    it with the object's name (the old object's for a DELETE; a PATCH is admitted as an UPDATE) and
-    refuses a request whose token names no node (a legacy Secret token, or one requested without a
-    pod): failurePolicy Fail, action Deny."""
-    user = "system:serviceaccount:%s:%s" % (check_namespace(namespace), PUBLISHER)
-    extra = "request.userInfo.extra['%s']" % NODE_NAME_EXTRA
-    spec = {
-        "failurePolicy": "Fail",
-        "matchConstraints": {"resourceRules": [{
-            "apiGroups": ["nodeinfo.volcano.sh"], "apiVersions": ["*"], "resources": ["numatopologies"],
-            "operations": ["CREATE", "UPDATE", "DELETE"]}]},
-        "matchConditions": [{"name": "numa-topology-publisher",
-                             "expression": "request.userInfo.username == '%s'" % user}],
-        "variables": [
-            {"name": "claimed",
-             "expression": "has(request.userInfo.extra) && '%s' in request.userInfo.extra" % NODE_NAME_EXTRA},
-            {"name": "target",
-             "expression": "request.operation == 'DELETE' ? oldObject.metadata.name : object.metadata.name"},
-        ],
-        "validations": [{
-            "expression": "variables.claimed && %s == [variables.target]" % extra,
-            "reason": "Forbidden",
-            "message": "%s may write only the Numatopology named as the node its pod-bound service account "
-                       "token names (policy %s); a token without a node claim is refused" % (user, PUBLISHER_POLICY),
-            "messageExpression": "'%s may write only the Numatopology of the node its token is bound to (policy %s): "
-                                 "the token names ' + (variables.claimed ? 'node ' + %s[0] : 'no node (only a "
-                                 "token bound to a pod does)') + ', the request Numatopology ' + variables.target"
-                                 % (user, PUBLISHER_POLICY, extra),
-        }],
-    }
-    meta = {"name": PUBLISHER_POLICY, "labels": dict(labels)}
-    return [
-        {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy",
-         "metadata": dict(meta), "spec": spec},
-        {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding",
-         "metadata": dict(meta), "spec": {"policyName": PUBLISHER_POLICY, "validationActions": ["Deny"]}},
-    ]
+    Numatopology named as its own node (node_publisher.own_node_policy says how)."""
+    return own_node_policy(PUBLISHER_POLICY, namespace, PUBLISHER, NUMATOPOLOGY, labels)
 
 
 def publisher_objects(params):
     """ServiceAccount, ClusterRole, ClusterRoleBinding, the own-node admission policy and its binding,
-    and the DaemonSet (last) of the Numatopology publisher."""
-    name, namespace = PUBLISHER, params["namespace"]
-    tls = params.get("publisher_kubelet_tls") or "node-cert"
-    if tls not in PUBLISHER_KUBELET_TLS:
-        raise VolcanoError("publisher_kubelet_tls %r is not known: it must be one of %s"
-                           % (tls, ", ".join(PUBLISHER_KUBELET_TLS)))
-    labels = {"app": name, "app.kubernetes.io/name": name, "app.kubernetes.io/managed-by": "numa.kube"}
-    meta = {"name": name, "namespace": namespace, "labels": labels}
-    rules = [
-        # the publisher reads and writes one object, named as its node: get it, create it when
-        # missing, replace it (PUT, with its resourceVersion). No list or watch, no patch, no
-        # delete (the Node's ownerReference removes it with the Node). Which object: RBAC cannot
-        # tell (no resourceNames for create), PUBLISHER_POLICY does.
-        {"apiGroups": ["nodeinfo.volcano.sh"], "resources": ["numatopologies"], "verbs": ["get", "create", "update"]},
-        # the Node's uid, for that ownerReference
-        {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get"]},
-        # kubelet's /configz: its own subresource since Kubernetes 1.33 (KubeletFineGrainedAuthz),
-        # nodes/proxy before (which also allows far more; hence an option)
-        {"apiGroups": [""], "resources": ["nodes/configz"] + (["nodes/proxy"] if params["publisher_nodes_proxy"] else []),
-         "verbs": ["get"]},
-    ]
-    env = [{"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
-           {"name": "NODE_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.hostIP"}}}]
-    mounts = [{"name": "pod-resources", "mountPath": "/var/lib/kubelet/pod-resources", "readOnly": True}]
-    volumes = [{"name": "pod-resources", "hostPath": {"path": "/var/lib/kubelet/pod-resources", "type": "Directory"}}]
-    if tls == "node-cert":
-        # kubelet's serving certificate alone, not its folder: /var/lib/kubelet/pki also holds
-        # kubelet's private keys, its client credential (the node's identity) among them. A
-        # single-file mount keeps the file the pod started with; kubelet writes a new one only
-        # when it is missing (then restart the pod).
-        mounts.append({"name": "kubelet-cert", "mountPath": KUBELET_CERT, "readOnly": True})
-        volumes.append({"name": "kubelet-cert", "hostPath": {"path": KUBELET_CERT, "type": "File"}})
-    container = {
-        "name": "publisher", "image": params["publisher_image"],
-        "imagePullPolicy": params.get("image_pull_policy") or "IfNotPresent",
-        "args": ["topology-publisher", "--sysfs=/sys", "--kubelet-tls=" + tls], "env": env,
-        "resources": PUBLISHER_RESOURCES,
-        # root only to open kubelet's PodResources socket (root's own); nothing else
-        "securityContext": {"runAsUser": 0, "runAsNonRoot": False, "allowPrivilegeEscalation": False,
-                            "readOnlyRootFilesystem": True, "capabilities": {"drop": ["ALL"]},
-                            "seccompProfile": {"type": "RuntimeDefault"}},
-        "volumeMounts": mounts,
-    }
-    pod_spec = {
-        "serviceAccountName": name, "priorityClassName": "system-node-critical",
-        "tolerations": DEFAULT_TOLERATIONS, "terminationGracePeriodSeconds": 5, "containers": [container],
-        "volumes": volumes,
-    }
-    if params.get("publisher_node_selector"):
-        pod_spec["nodeSelector"] = params["publisher_node_selector"]
-    cluster_meta = {"name": "numa-kube:" + name, "labels": labels}
-    return [
-        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": dict(meta)},
-        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": dict(cluster_meta),
-         "rules": rules},
-        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": dict(cluster_meta),
-         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": cluster_meta["name"]},
-         "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": namespace}]},
-    ] + publisher_policy(namespace, labels) + [
-        {"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": dict(meta), "spec": {
-            "selector": {"matchLabels": {"app": name}},
-            "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": max_unavailable(
-                params.get("max_unavailable", DEFAULT_MAX_UNAVAILABLE))}},
-            "template": {"metadata": {"labels": dict(labels)}, "spec": pod_spec}}},
-    ]
+    and the DaemonSet (last) of the Numatopology publisher (the node agent's topology-publisher)."""
+    return node_publisher.publisher_objects(params, PUBLISHER, "topology-publisher", NUMATOPOLOGY, PUBLISHER_POLICY,
+                                            VolcanoError)
 
 
 def publisher_cleanup(api, check_mode):
     """Delete the Numatopologies the publisher wrote (those with numa.kube's managed-by label: any
-    other exporter's stay); a list of (object, changed, before) for the module's result.
-
-    Call it after the publisher's DaemonSet and ClusterRoleBinding are gone, so that no publisher
-    still running writes its object again. Without the Numatopology CRD there is nothing to do."""
-    found = api.get("/apis/%s/numatopologies" % NUMATOPOLOGY_API, label_selector=label_selector(MANAGED_BY))
-    done = []
-    for item in sorted((found or {}).get("items") or [], key=lambda obj: obj["metadata"]["name"]):
-        obj = {"apiVersion": NUMATOPOLOGY_API, "kind": "Numatopology", "metadata": {"name": item["metadata"]["name"]}}
-        changed, before = api.delete(obj, check_mode)
-        done.append((obj, changed, before))
-    return done
-
-
-def summarised(obj):
-    """``obj`` for a diff: a CRD's schemas (tens of thousands of lines in Volcano's manifest) stand
-    as a digest of each, so a changed schema still shows as a changed line."""
-    if not obj or obj.get("kind") != "CustomResourceDefinition":
-        return obj
-    obj = copy.deepcopy(obj)
-    for version in obj.get("spec", {}).get("versions") or []:
-        schema = version.get("schema")
-        if schema:
-            digest = hashlib.sha256(json.dumps(schema, sort_keys=True).encode("utf-8")).hexdigest()
-            version["schema"] = "(%d bytes, sha256:%s)" % (len(json.dumps(schema)), digest[:16])
-    return obj
+    other exporter's stay); a list of (object, changed, before) for the module's result. Call it
+    once the publisher's DaemonSet and ClusterRoleBinding are gone."""
+    return published_cleanup(api, NUMATOPOLOGY, check_mode)
 
 
 # --- what absent may delete ---------------------------------------------------------------------------
-
-def _listed(api, path, **params):
-    """The items at ``path``, page by page; (items, whether more were left unread)."""
-    items, token = [], None
-    for _page in range(_PAGES):
-        query = dict(params, limit=_PAGE)
-        if token:
-            query["_continue"] = token
-        answer = api.get(path, **query) or {}
-        items.extend(answer.get("items") or [])
-        token = (answer.get("metadata") or {}).get("continue")
-        if not token:
-            return items, False
-    return items, True
-
-
-def _named(items, total):
-    names = ["%s/%s" % (i["metadata"]["namespace"], i["metadata"]["name"]) if i["metadata"].get("namespace")
-             else i["metadata"]["name"] for i in items[:LISTED]]
-    more = total - len(names)
-    return ", ".join(names) + (" and %d more" % more if more > 0 else "")
-
 
 def crd_problem(api, crd, skip_owned=False):
     """A sentence when custom resources of ``crd`` (as the manifest names it) exist anywhere in the
@@ -582,96 +414,13 @@ def crd_problem(api, crd, skip_owned=False):
     live = api.get(path_of(crd))
     if live is None or not owned(live):
         return None  # nothing to delete (api.delete leaves a CRD numa.kube did not make)
-    spec = live.get("spec") or {}
-    versions = [v["name"] for v in spec.get("versions") or [] if v.get("served") and v.get("storage")] or \
-        [v["name"] for v in spec.get("versions") or [] if v.get("served")]
-    plural, group = (spec.get("names") or {}).get("plural"), spec.get("group")
-    if not versions or not plural or not group:
-        return None  # not served: no object of it can be listed, nor exists for clients
-    what = "CRD %s" % crd["metadata"]["name"]
-    path = "/apis/%s/%s/%s" % (check_name(group, "the group of " + what), check_name(versions[0], "a version of " + what),
-                               check_name(plural, "the plural of " + what))
-    answer = api.get(path, limit=_PAGE) or {}
-    items = answer.get("items") or []
-    meta = answer.get("metadata") or {}
-    left = meta.get("remainingItemCount") or 0
-    if skip_owned:
-        items = [i for i in items if not owned(i)]
-    if not items and not left and not meta.get("continue"):
+    found = custom_objects(api, live, skip_owned)
+    if found is None:
         return None
-    total = len(items) + left
-    count = "%d" % total if left or not meta.get("continue") else "more than %d" % len(items)
-    kind = (spec.get("names") or {}).get("kind") or plural
-    return ("%s still has %s %s object%s in the cluster (%s): deleting it deletes them all. Delete them first "
+    return ("CRD %s still has %s %s object%s in the cluster (%s): deleting it deletes them all. Delete them first "
             "(kubectl delete %s.%s --all -A) and run again, or leave delete_crds off" % (
-                what, count, kind, "" if total == 1 else "s", _named(items, total), plural, group))
-
-
-_NAMESPACE_KINDS = (("v1", "Pod"), ("apps/v1", "DaemonSet"), ("apps/v1", "Deployment"), ("v1", "Service"),
-                    ("v1", "ConfigMap"), ("v1", "Secret"))
-
-
-def _ours_in(namespace, objects):
-    """What numa.kube applies in ``namespace`` (kind, name), and the Secrets its pods mount."""
-    ours = set()
-    for obj in objects:
-        if obj["metadata"].get("namespace") != namespace:
-            continue
-        ours.add((obj["kind"], obj["metadata"]["name"]))
-        for pod_spec in _pod_specs(obj):
-            for volume in pod_spec.get("volumes") or []:
-                secret = (volume.get("secret") or {}).get("secretName")
-                if secret:
-                    ours.add(("mounted Secret", secret))
-    return ours
-
-
-def _pod_is_ours(pod, ours):
-    """Whether one of our Deployments (through its ReplicaSet), DaemonSets or Jobs made ``pod``."""
-    pod_hash = (pod["metadata"].get("labels") or {}).get("pod-template-hash")
-    for ref in pod["metadata"].get("ownerReferences") or []:
-        if ref.get("kind") in ("DaemonSet", "Job") and (ref["kind"], ref.get("name")) in ours:
-            return True
-        if ref.get("kind") == "ReplicaSet" and pod_hash and (ref.get("name") or "").endswith("-" + pod_hash) \
-                and ("Deployment", ref["name"][:-len(pod_hash) - 1]) in ours:
-            return True
-    return False
-
-
-def _foreign(obj, ours):
-    kind, name = obj["kind"], obj["metadata"]["name"]
-    if kind == "Pod":
-        return not _pod_is_ours(obj, ours)
-    if kind == "ConfigMap" and name == "kube-root-ca.crt":
-        return False
-    if kind == "Secret" and (obj.get("type") == "kubernetes.io/service-account-token"
-                             or ("mounted Secret", name) in ours):
-        return False
-    return not ((kind, name) in ours and owned(obj))
-
-
-def namespace_problem(api, namespace_obj, objects):
-    """A sentence when the Namespace holds objects that numa.kube did not make from this manifest
-    (or the publisher), else None: deleting the Namespace would delete them."""
-    name = namespace_obj["metadata"]["name"]
-    live = api.get(path_of(namespace_obj))
-    if live is None or not owned(live):
-        return None
-    ours = _ours_in(name, objects)
-    foreign, unread = [], False
-    for version, kind in _NAMESPACE_KINDS:
-        items, more = _listed(api, "%s/namespaces/%s/%s" % ("/api/v1" if version == "v1" else "/apis/" + version,
-                                                            check_namespace(name), KINDS[(version, kind)][0]))
-        unread = unread or more
-        foreign.extend("%s %s" % (kind, i["metadata"]["name"]) for i in items if _foreign(dict(i, kind=kind), ours))
-    if not foreign and not unread:
-        return None
-    total = len(foreign)
-    listed = ", ".join(foreign[:LISTED]) + (" and %d more" % (total - LISTED) if total > LISTED else "")
-    unread_note = (", and over %d objects of one kind, not all read" % (_PAGE * _PAGES)) if unread else ""
-    return ("Namespace %s holds %d object%s numa.kube did not make from this manifest (%s)%s: deleting the "
-            "Namespace deletes them. Move or delete them first and run again, or leave delete_namespace off"
-            % (name, total, "" if total == 1 else "s", listed or "none of those read", unread_note))
+                live["metadata"]["name"], found.count, found.kind, "" if found.total == 1 else "s",
+                named(found.items, found.total), found.plural, found.group))
 
 
 def absent_problems(api, params, volcano, publisher):
@@ -690,23 +439,6 @@ def absent_problems(api, params, volcano, publisher):
 
 
 # --- run --------------------------------------------------------------------------------------------
-
-class _Result(dict):
-    """The module's result, with each object's change recorded as it happens."""
-
-    def __init__(self):
-        dict.__init__(self, changed=False, objects=[], diff=[], scheduler_conf_created=False)
-
-    def record(self, obj, changed, before, after):
-        self["objects"].append({"object": describe(obj), "changed": changed})
-        if changed:
-            self["changed"] = True
-            self["diff"].append({"before": summarised(before), "after": summarised(after),
-                                 "before_header": describe(obj), "after_header": describe(obj)})
-
-    def keep(self, obj, **why):
-        self["objects"].append(dict({"object": describe(obj), "changed": False, "kept": True}, **why))
-
 
 def run(api, params, manifest_text, check_mode, wait_for):
     """Apply (or remove) Volcano and the publisher, and wait for them; the module's result.
@@ -733,7 +465,7 @@ def _remove(api, params, volcano, publisher, check_mode):
     problems = absent_problems(api, params, volcano, publisher)
     if problems:
         raise VolcanoError(["nothing was deleted"] + problems)
-    result = _Result()
+    result = StackResult(scheduler_conf_created=False)
 
     def remove(obj):
         changed, before = api.delete(obj, check_mode)
@@ -775,7 +507,7 @@ def _deploy(api, params, volcano, publisher, check_mode, wait_for):
     # every object of another manager named at once, before anything is applied (the scheduler's
     # ConfigMap is never applied over an existing one, whoever made it)
     api.claim([obj for obj in volcano + publisher if not is_scheduler_conf(obj)])
-    result = _Result()
+    result = StackResult(scheduler_conf_created=False)
 
     def apply(obj):
         if is_scheduler_conf(obj):
@@ -783,13 +515,7 @@ def _deploy(api, params, volcano, publisher, check_mode, wait_for):
                 result.keep(obj)
                 return
             result["scheduler_conf_created"] = True
-        if check_mode and obj["kind"] != "Namespace" and obj["metadata"].get("namespace") and \
-                api.get("/api/v1/namespaces/%s" % check_namespace(obj["metadata"]["namespace"])) is None:
-            # a dry run cannot place objects in a namespace the same run has not made yet
-            result.record(obj, True, {}, obj)
-            return
-        changed, before, after = api.apply(obj, check_mode)
-        result.record(obj, changed, before, after)
+        apply_recorded(api, obj, check_mode, result)
 
     for obj in volcano + publisher:
         if obj["kind"] not in WEBHOOK_KINDS:
@@ -834,35 +560,20 @@ def _deploy(api, params, volcano, publisher, check_mode, wait_for):
 def publisher_selection(api, params):
     """(the publisher's selected node names, {node: why} of those unavailable, how many may be),
     read before anything is applied; VolcanoError naming them when too many are unavailable."""
-    nodes = api.nodes(params.get("publisher_node_selector"))
-    names = [n["metadata"]["name"] for n in nodes]
-    if not names:
-        raise VolcanoError("no Node matches publisher_node_selector %r: the publisher would run nowhere and no "
-                           "Numatopology could be proven; nothing was applied. Change publisher_node_selector"
-                           % (params.get("publisher_node_selector") or {}))
-    allowed = allowed_down(params, len(names))
-    down = not_ready(nodes)
-    if len(down) > allowed:
-        raise VolcanoError(too_many_down(down, allowed, len(names), "Nothing was applied"))
-    return names, down, allowed
+    return unavailable(params, selected_nodes(api, params, NUMATOPOLOGY, VolcanoError), VolcanoError)
 
 
 def _wait_publisher(api, params, publisher, wait_for, result, selection=None):
     """The selected nodes, once the publisher runs on each and each has its Numatopology (but for
     the unavailable ones unavailable_nodes_allowed accepts, named in the result)."""
-    names, down, allowed = selection or publisher_selection(api, params)
+    selection = selection or publisher_selection(api, params)
+    names, down, _allowed = selection
     stall = params["wait_timeout"]
-    daemonset = publisher[-1]
-    outcome = wait_daemonset(lambda: api.get(path_of(daemonset)), names, wait_for, stall, down, allowed,
-                             daemonset_pods(api, params["namespace"], daemonset["spec"]["selector"]["matchLabels"]),
-                             nodes_by_name(api, params.get("publisher_node_selector") or {}))
-    if not outcome[0]:
-        raise VolcanoError("the publisher DaemonSet did not roll out: %s; %s"
-                           % (why_waiting_ended(outcome, stall), outcome[1]))
+    wait_rollout(api, params, publisher[-1], selection, wait_for, VolcanoError)
 
     def published(pending):
         # one list of the objects' metadata a round (a GET each when few are left): existence is the proof
-        found = api.named("/apis/%s/numatopologies" % NUMATOPOLOGY_API, pending, metadata_only=True)
+        found = api.named(NUMATOPOLOGY.list_path, pending, metadata_only=True)
         return dict((name, None if obj is not None else "no Numatopology yet") for name, obj in found.items())
 
     outcome = wait_pending([name for name in names if name not in down], published, wait_for, stall)
