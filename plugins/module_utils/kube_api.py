@@ -137,6 +137,7 @@ KINDS = {
     ("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicyBinding"):
         ("validatingadmissionpolicybindings", False),
     ("nodeinfo.volcano.sh/v1alpha1", "Numatopology"): ("numatopologies", False),
+    ("topology.node.k8s.io/v1alpha2", "NodeResourceTopology"): ("noderesourcetopologies", False),
 }
 # names of these kinds are path segments, not DNS names (system:..., numa.kube:...)
 _PATH_SEGMENT_KINDS = ("ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding")

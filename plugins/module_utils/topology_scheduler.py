@@ -37,7 +37,6 @@ from ansible_collections.numa.kube.plugins.module_utils import node_publisher
 from ansible_collections.numa.kube.plugins.module_utils.errors import ProblemsError
 from ansible_collections.numa.kube.plugins.module_utils.kube_api import (
     FIELD_MANAGER,
-    KINDS,
     LIST_PAGE,
     MANAGED_BY,
     MANAGED_BY_LABEL,
@@ -92,8 +91,6 @@ except ImportError:  # reported by the module
 # NodeResourceTopologies the publisher writes too
 STACK = "topology"
 NRT = Published(NRT_API.partition("/")[0], NRT_API.partition("/")[2], NRT_COLLECTION.rsplit("/", 1)[1], NRT_KIND)
-# requests name the objects by KINDS (no discovery round trips)
-KINDS.setdefault((NRT.api_version, NRT.kind), (NRT.plural, False))
 CRD_NAME = "%s.%s" % (NRT.plural, NRT.group)
 CRD_REF = {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition", "metadata": {"name": CRD_NAME}}
 SCHEDULER = "numa-topology-scheduler"
