@@ -155,6 +155,28 @@ class AuditLog(object):
         return requests if times else [(verb, name) for verb, name, _when in requests]
 
 
+def account_token(api, account, namespace, pod=None, seconds=600):
+    """A token of service account ``account``, bound to ``pod`` as kubelet's projected one is (or
+    bound to nothing, so that it names no node)."""
+    spec = {"audiences": [], "expirationSeconds": seconds}
+    if pod is not None:
+        spec["boundObjectRef"] = {"apiVersion": "v1", "kind": "Pod", "name": pod.metadata.name, "uid": pod.metadata.uid}
+    answer = api.create_namespaced_service_account_token(
+        account, namespace, {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": spec})
+    return answer.status.token
+
+
+def custom_objects_as(token, kubeconfig):
+    """CustomObjectsApi against ``kubeconfig``'s API server, authenticated by ``token`` alone (no
+    client certificate: the admin's would authenticate first)."""
+    import kubernetes  # pylint: disable=import-outside-toplevel  (the guests' side of testlib has no client)
+    config = kubernetes.client.Configuration()
+    kubernetes.config.load_kube_config(kubeconfig, client_configuration=config)
+    config.cert_file = config.key_file = None
+    config.api_key = {"authorization": "Bearer " + token}
+    return kubernetes.client.CustomObjectsApi(kubernetes.client.ApiClient(config))
+
+
 def _epoch(stamp):
     """RFC 3339 time of the audit log (UTC, microseconds) as seconds since the epoch."""
     return calendar.timegm(time.strptime(stamp[:19], "%Y-%m-%dT%H:%M:%S")) + float("0" + stamp[19:].rstrip("Z"))

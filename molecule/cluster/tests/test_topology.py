@@ -32,7 +32,7 @@ import testinfra
 import yaml
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "resources"))
-from testlib import configz, cpu_list, node_cpus, wait  # noqa: E402 pylint: disable=wrong-import-position
+from testlib import account_token, configz, cpu_list, custom_objects_as, node_cpus, wait  # noqa: E402 pylint: disable=wrong-import-position
 
 testinfra_hosts = ["ansible://numa-kubelet"]
 
@@ -41,7 +41,8 @@ KUBECONFIG = os.path.join(ROOT, "tests", "output", "vm", "cluster", "control-pla
 NODE, UNEVEN = "numa-kubelet", "numa-uneven"
 NAMESPACE = "numa-kube-topology"            # the module's default namespace
 SCHEDULER = "numa-topology-scheduler"       # its Deployment and ConfigMap (fixed names)
-PUBLISHER = "numa-nrt-publisher"            # its DaemonSet, label app=
+PUBLISHER = "numa-nrt-publisher"            # its DaemonSet, label app=, and service account
+OWN_NODE_POLICY = "numa-kube.nrt-publisher-own-node"
 NRT = ("topology.node.k8s.io", "v1alpha2", "noderesourcetopologies")
 HUGEPAGES = "hugepages-2Mi"
 MI = 2 ** 20
@@ -177,6 +178,23 @@ def scheduler_log(api, lines=40):
         return "no scheduler pod"
     log = api.read_namespaced_pod_log(pods[0].metadata.name, NAMESPACE, tail_lines=2000)
     return "\n".join([line for line in log.splitlines() if NODE in line][-lines:])
+
+
+def cache_trusts(api, node=NODE, timeout=120):
+    """Wait until the NRT scheduler's cache trusts ``node`` again: pods another scheduler placed or
+    removed there make the cache mark the node ("marked with foreign pods", its log at --v=2) and
+    refuse it ("invalid node topology data") until a resync finds the NRT's pods fingerprint equal to
+    the pods it sees, and flushes it ("flushing"). Trusted: no mark, or a flush after the last one."""
+    def probe():
+        pods = api.list_namespaced_pod(NAMESPACE, label_selector="app=%s" % SCHEDULER).items
+        log = api.read_namespaced_pod_log(pods[0].metadata.name, NAMESPACE, tail_lines=5000) if pods else ""
+        lines = [line for line in log.splitlines() if 'node="%s"' % node in line]
+        marks = [i for i, line in enumerate(lines) if "marked with foreign pods" in line]
+        flushes = [i for i, line in enumerate(lines) if '"flushing"' in line]
+        return (marks[-1] if marks else None, flushes[-1] if flushes else None)
+
+    return until("the NRT scheduler's cache trusting %s again (a flush after its last foreign-pods mark)" % node,
+                 probe, lambda seen: seen[0] is None or (seen[1] is not None and seen[1] > seen[0]), timeout)
 
 
 def until(what, probe, done, timeout):
@@ -323,6 +341,29 @@ def test_available_drops_and_comes_back_on_the_numa_node_of_a_pod(api, custom, h
     agreed(api, custom, host, NODE)
 
 
+def test_a_publisher_token_may_write_its_own_nodes_nrt_and_no_other(api, custom):
+    """The ValidatingAdmissionPolicy, as the real API server runs its CEL: numa-kubelet's publisher
+    token may replace numa-kubelet's NodeResourceTopology, not numa-uneven's; a token bound to no pod
+    names no node and is refused both."""
+    pod = wait("the NRT publisher running on %s" % NODE, lambda: publisher_pod(api, NODE), timeout=180)
+    publisher = custom_objects_as(account_token(api, PUBLISHER, NAMESPACE, pod), KUBECONFIG)
+
+    def put(client, node):
+        obj = publisher.get_cluster_custom_object(NRT[0], NRT[1], NRT[2], node)  # get is granted for any node
+        with pytest.raises(kubernetes.client.ApiException) as caught:
+            client.replace_cluster_custom_object(NRT[0], NRT[1], NRT[2], node, obj, dry_run="All")
+        return caught.value.status, json.loads(caught.value.body)["message"]
+
+    status, message = put(publisher, UNEVEN)
+    print("%s's token writing NRT %s: %d %s" % (NODE, UNEVEN, status, message))
+    assert status == 403 and "ValidatingAdmissionPolicy '%s'" % OWN_NODE_POLICY in message, message
+    assert "the token names node %s" % NODE in message, message
+    own = publisher.get_cluster_custom_object(NRT[0], NRT[1], NRT[2], NODE)
+    publisher.replace_cluster_custom_object(NRT[0], NRT[1], NRT[2], NODE, own, dry_run="All")  # its own: allowed
+    status, message = put(custom_objects_as(account_token(api, PUBLISHER, NAMESPACE), KUBECONFIG), NODE)
+    assert status == 403 and "the token names no node" in message, message
+
+
 # --- b: a burst that fits the node but not every NUMA node ---------------------------------------------------
 
 def burst(api, zones):
@@ -410,11 +451,10 @@ def test_a_burst_the_default_scheduler_sends_to_topology_affinity_errors_runs_al
 
     # The default scheduler's pods (exclusive CPUs) were foreign to the NRT scheduler's cache, which
     # distrusts the node ("invalid node topology data") until a resync finds the NRT's pods
-    # fingerprint equal to the pods it sees there. They are gone and the NRT agrees with kubelet, so
-    # the next resync - within one cacheResyncPeriodSeconds, run by a timer - flushes the node. No
-    # event tells the test when; it waits that one period (the scheduler's log shows the "flushing").
+    # fingerprint equal to the pods it sees there. They are gone and the NRT agrees with kubelet: the
+    # next resync (every cacheResyncPeriodSeconds) must flush the node, and the scheduler says so.
     agreed(api, custom, host, NODE)
-    time.sleep(scheduler["resync"] + 1)
+    print("cache marks/flushes of %s (log line numbers): %s" % (NODE, cache_trusts(api)))
     topology = run_burst(api, custom, host, sizes, before, scheduler["name"])
     assert not [n for n, s in topology.items() if s[0] == "failed"], topology
     assert [n for n, s in topology.items() if s[0] == "pending"] == ["nrt-wide"], topology
@@ -427,6 +467,7 @@ def test_a_burst_the_default_scheduler_sends_to_topology_affinity_errors_runs_al
 
 def test_a_memory_bound_pod_volcano_sends_to_kubelet_waits_under_the_nrt_scheduler(api, custom, host, scheduler):
     zones = nrt_zones(agreed(api, custom, host, NODE))
+    cache_trusts(api)
     memory_mi = max(z["memory"][1] for z in zones.values()) // MI + 64
     free_cpu, free_memory = node_free(api)
     assert memory_mi * MI <= free_memory and free_cpu >= 1, \

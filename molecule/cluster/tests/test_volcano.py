@@ -22,7 +22,7 @@ import pytest
 import testinfra
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "resources"))
-from testlib import configz, cpu_list, node_cpus, run_module, wait  # noqa: E402 pylint: disable=wrong-import-position
+from testlib import account_token, configz, cpu_list, custom_objects_as, node_cpus, run_module, wait  # noqa: E402 pylint: disable=wrong-import-position
 
 testinfra_hosts = ["ansible://numa-kubelet"]
 
@@ -211,24 +211,11 @@ def running_publisher(api, node):
 
 
 def publisher_token(api, pod=None):
-    """A token of the publisher's service account, bound to ``pod`` as kubelet's projected one is (or
-    bound to nothing, so that it names no node)."""
-    spec = {"audiences": [], "expirationSeconds": 600}
-    if pod is not None:
-        spec["boundObjectRef"] = {"apiVersion": "v1", "kind": "Pod", "name": pod.metadata.name, "uid": pod.metadata.uid}
-    answer = api.create_namespaced_service_account_token(
-        PUBLISHER, NAMESPACE, {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": spec})
-    return answer.status.token
+    return account_token(api, PUBLISHER, NAMESPACE, pod)
 
 
 def as_token(token):
-    """CustomObjectsApi against the same API server, authenticated by ``token`` alone (no client
-    certificate: the admin's would authenticate first)."""
-    config = kubernetes.client.Configuration()
-    kubernetes.config.load_kube_config(KUBECONFIG, client_configuration=config)
-    config.cert_file = config.key_file = None
-    config.api_key = {"authorization": "Bearer " + token}
-    return kubernetes.client.CustomObjectsApi(kubernetes.client.ApiClient(config))
+    return custom_objects_as(token, KUBECONFIG)
 
 
 def write_annotation(custom, node, value):
