@@ -17,6 +17,7 @@ fi
 command -v go >/dev/null || { echo "podfingerprint/build.sh: Go is not installed" >&2; exit 1; }
 echo "podfingerprint/build.sh: go build (github.com/k8stopologyawareschedwg/podfingerprint as pinned in go.mod)" >&2
 mkdir -p "$(dirname "$out")"
-(cd "$here" && CGO_ENABLED=0 go build -mod=readonly -trimpath -o "$out.tmp" .)
+# bounded: a module proxy that stops answering ends the build instead of hanging it
+(cd "$here" && CGO_ENABLED=0 timeout 300 go build -mod=readonly -trimpath -o "$out.tmp" .)
 mv "$out.tmp" "$out"
 echo "$out"
