@@ -113,7 +113,8 @@ def build_parser():
                     "NUMA-bound devices (kubelet's PodResources), its distances (sysfs), kubelet's Topology Manager "
                     "policy and scope (its /configz) and the pods fingerprint, written to "
                     "topology.node.k8s.io/v1alpha2 NodeResourceTopology <node>; an object of that name that "
-                    "numa.kube did not make is left alone.")
+                    "numa.kube did not make, or that another topology updater also writes (its managedFields), is "
+                    "left alone.")
     _publisher_options(nrt, "NodeResourceTopology")
     programs.add_parser("checkpoint-relay", add_help=False,
                         help="copy kubelet's CPU and Memory Manager checkpoints where the systemd exporter may read "

@@ -12,18 +12,22 @@ Topology Manager policy and scope, and the pods fingerprint the scheduler's cach
 
 - kubelet's PodResources API, ``GetAllocatableResources`` and ``List``, every ``--period``
   seconds;
-- kubelet's ``/configz``, at start, at each resync and whenever PodResources stops answering;
+- kubelet's ``/configz``, at start, at each resync and after anything shows kubelet restarted
+  (PodResources not answering, answering GetAllocatableResources otherwise, a new socket);
 - sysfs (the zones, their CPUs, memory, huge pages and distances), at start, at each resync and
   when CPUs or NUMA nodes go on- or offline.
 
 Its rounds are the Numatopology publisher's (publisher.NodeObjectPublisher): written only when
 the content differs from what the server holds, a GET at start and at each jittered resync, no
 GET before a PUT in between, read again after a 409 or 404, created owned by the Node, the start
-time in an annotation. One difference: an object of the node's name without numa.kube's
-managed-by label belongs to someone else (NFD's topology-updater, OpenShift's NUMA Resources
-Operator) and is never changed or deleted; the publisher says so once per resync and leaves it.
-It reads and writes only the object named as its node, and numa.kube's ValidatingAdmissionPolicy
-holds it to that.
+time in an annotation. Two differences. Its writes name the field manager
+``numa-kube-nrt-publisher``. And an object of the node's name that is not numa.kube's
+(``noderesourcetopology.is_ours``: without numa.kube's managed-by label, or with it but with
+another manager owning its zones or attributes in ``managedFields``: NFD's topology-updater or the
+resource-topology-exporter, which keep the labels of an object they update, started after
+numa.kube's publisher) belongs to someone else (NFD, OpenShift's NUMA Resources Operator) and is
+never changed; the publisher says so once per resync and leaves it. It reads and writes only the
+object named as its node, and numa.kube's ValidatingAdmissionPolicy holds it to that.
 """
 
 import logging
@@ -41,9 +45,13 @@ class NrtPublisher(NodeObjectPublisher):
     api_version = noderesourcetopology.NRT_API
     collection = noderesourcetopology.NRT_COLLECTION
     labels = noderesourcetopology.PUBLISHER_LABELS
+    field_manager = noderesourcetopology.PUBLISHER_FIELD_MANAGER
     adopt_foreign = False
     tls_option = "numa.kube.topology_scheduler's publisher_kubelet_tls"
     log = logging.getLogger("nrt-publisher")
+
+    def foreign(self, obj):
+        return noderesourcetopology.foreign_reason(obj)
 
     def __init__(self, *args, **kwargs):
         super(NrtPublisher, self).__init__(*args, **kwargs)

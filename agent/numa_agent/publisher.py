@@ -9,8 +9,11 @@ One ``Numatopology`` (``nodeinfo.volcano.sh/v1alpha1``, cluster-scoped, named as
 node. Its spec comes from what kubelet itself reports, never from its checkpoint files:
 
 - the policies kubelet runs, from its ``/configz`` (drop-ins and flags included), read at start,
-  about every ``--resync`` seconds (with the jitter below) and whenever the PodResources API stops
-  answering (a kubelet restart, perhaps with a new policy);
+  about every ``--resync`` seconds (with the jitter below) and in the first round after anything
+  shows that kubelet restarted (perhaps with a new policy): the PodResources API not answering,
+  its ``GetAllocatableResources`` answering otherwise than the round before, or its socket file
+  being another one (kubelet makes a new one at each start: a restart between two rounds shows
+  there even when the rest looks as before);
 - the free CPUs: PodResources' allocatable CPUs minus the CPUs its ``List`` shows assigned,
   asked every ``--period`` seconds;
 - the CPU details (NUMA node, socket, core) from sysfs, read again when CPUs go on- or offline.
@@ -29,6 +32,9 @@ is ``resync`` times a random factor in [1 - jitter, 1 + jitter] (default 0.5: 30
 average): publishers that a DaemonSet started together, or a whole cluster at once, do not come
 back to the API server in step, and the first waits alone spread them over a whole period.
 
+A subclass may name its writes (``field_manager``: the API server records it in the object's
+``managedFields``) and tell a foreign object by more than the label (``foreign``).
+
 Only the object named as this node is ever read or written (``get``, ``create``, ``update``), and
 the API server holds it to that: numa.kube's ValidatingAdmissionPolicy refuses this service
 account any other node's Numatopology, comparing the name with the node its pod-bound token names.
@@ -44,6 +50,7 @@ import random
 import signal
 import threading
 import time
+from urllib.parse import quote
 
 from ansible_collections.numa.kube.plugins.module_utils import numatopology
 from ansible_collections.numa.kube.plugins.module_utils.numa_metrics import Topology
@@ -69,6 +76,17 @@ def managers(obj):
     return ", ".join(names) or "unknown"
 
 
+def socket_identity(path):
+    """What tells one kubelet socket file from the next (inode, change and modification times); None when
+    there is none. kubelet makes its PodResources socket anew at each start (cri-client's
+    ``CreateListener``: unlink, listen on a temporary name, rename), so a restart changes it."""
+    try:
+        info = os.stat(path)
+    except OSError:
+        return None
+    return (info.st_dev, info.st_ino, info.st_ctime_ns, info.st_mtime_ns)
+
+
 class NodeObjectPublisher(object):
     """What both publishers share: one cluster-scoped object named as the node, kept current.
 
@@ -85,7 +103,9 @@ class NodeObjectPublisher(object):
     api_version = None
     collection = None
     labels = {}
-    # an object of the node's name without numa.kube's managed-by label: written over (keeping its
+    # the fieldManager of its writes (None: the API server names them after the client's User-Agent)
+    field_manager = None
+    # an object of the node's name that ``foreign`` calls someone else's: written over (keeping its
     # labels) when True, left as it is when False
     adopt_foreign = True
     # the stack module option that chooses --kubelet-tls, named in the hint when kubelet's
@@ -94,7 +114,7 @@ class NodeObjectPublisher(object):
     log = LOG
 
     def __init__(self, node_name, sysfs="/sys", pod_resources=None, api=None, kubelet=None, resync=60.0,
-                 pod_resources_errors=(), jitter=0.5, rand=None, clock=None):
+                 pod_resources_errors=(), jitter=0.5, rand=None, clock=None, kubelet_identity=None):
         if not 0.0 <= jitter < 1.0:
             raise ValueError("jitter %r: the resync waits are resync x [1 - jitter, 1 + jitter], so it must be at "
                              "least 0 and below 1; give e.g. 0.5" % (jitter,))
@@ -111,6 +131,10 @@ class NodeObjectPublisher(object):
         self.clock = clock or time.monotonic
         self.started = _now()
         self.config, self.config_due = None, 0.0
+        # what changes when kubelet restarts (socket_identity of its PodResources socket; None: not known),
+        # and what it and GetAllocatableResources were the round before
+        self.kubelet_identity = kubelet_identity or (lambda: None)
+        self.last_identity, self.last_allocatable = None, None
         # the content last written or found in place, when the object is next read from the API server,
         # and the object as the server last showed it (a GET's answer or a write's)
         self.written, self.resync_due, self.seen = None, 0.0, None
@@ -134,12 +158,22 @@ class NodeObjectPublisher(object):
         return self.config
 
     def _kubelet_resources(self):
-        """(GetAllocatableResources, List) from PodResources; when it does not answer, /configz is read again next."""
+        """(GetAllocatableResources, List) from PodResources. /configz is read again next when it does not
+        answer, when GetAllocatableResources answers otherwise than the round before or when its socket
+        is another one: kubelet restarted, perhaps with other policies."""
+        identity = self.kubelet_identity()
         try:
-            return self.pod_resources.allocatable(), self.pod_resources.assigned()
+            allocatable, assigned = self.pod_resources.allocatable(), self.pod_resources.assigned()
         except self.pod_resources_errors:
-            self.config = None  # kubelet may be restarting, perhaps with other policies
+            self.config = None
             raise
+        if self.config is not None and (identity != self.last_identity or allocatable != self.last_allocatable):
+            self.log.info("kubelet restarted (%s): its configuration is read again",
+                          "a new PodResources socket" if identity != self.last_identity
+                          else "GetAllocatableResources answers otherwise")
+            self.config = None
+        self.last_identity, self.last_allocatable = identity, allocatable
+        return allocatable, assigned
 
     def desired(self):
         """({top-level field: value}, annotations) as things are now; ApiError or a PodResources error when a
@@ -153,6 +187,16 @@ class NodeObjectPublisher(object):
     # the object ------------------------------------------------------------------------------
     def path(self):
         return self.collection + "/" + self.node_name
+
+    def _named(self, path):
+        """A write's path, with the fieldManager query when the publisher names its writes."""
+        return path + "?fieldManager=" + quote(self.field_manager, safe="") if self.field_manager else path
+
+    def foreign(self, obj):
+        """Why an existing object is someone else's, in words; None when it is numa.kube's (its managed-by label)."""
+        if ((obj.get("metadata") or {}).get("labels") or {}).get(MANAGED_BY) == "numa.kube":
+            return None
+        return "no label %s=numa.kube; written by %s" % (MANAGED_BY, managers(obj))
 
     def _owner(self):
         if self.node_uid is None:
@@ -188,17 +232,17 @@ class NodeObjectPublisher(object):
                     "metadata": {"name": self.node_name, "annotations": annotations, "labels": dict(self.labels),
                                  "ownerReferences": self._owner()}}
             body.update(copy.deepcopy(content))
-            self._keep(self.api.request("POST", self.collection, body), body)
+            self._keep(self.api.request("POST", self._named(self.collection), body), body)
             return True
         self.seen = copy.deepcopy(current)
         metadata = current.setdefault("metadata", {})
         have = metadata.get("annotations") or {}
         labels = metadata.get("labels") or {}
-        ours = labels.get(MANAGED_BY) == "numa.kube"
+        reason = self.foreign(current)
+        ours = reason is None
         if not ours and not self.adopt_foreign:
             if fresh:  # once per resync: the object is read again only then
-                self.log.warning("%s %s is not numa.kube's (no label %s=numa.kube; written by %s): left as it is",
-                                 self.kind, self.node_name, MANAGED_BY, managers(current))
+                self.log.warning("%s %s is not numa.kube's (%s): left as it is", self.kind, self.node_name, reason)
             return False
         # an object an earlier publisher made gets today's labels; one made by another exporter
         # stays without them (numa.kube's state=absent must not take it for its own)
@@ -212,7 +256,7 @@ class NodeObjectPublisher(object):
         current.update(copy.deepcopy(content))
         try:
             # carries resourceVersion: the server refuses it (409) when the object changed meanwhile
-            answer = self.api.request("PUT", path, current)
+            answer = self.api.request("PUT", self._named(path), current)
         except ApiError as exc:
             self.seen = None
             if fresh or exc.status not in (404, 409):
@@ -330,7 +374,8 @@ def run(args, publisher_class):
                     "%s receives this pod's token", kubelet.base)
     from numa_agent.pod_resources import PodResources, RpcError  # gRPC: only in the image
     publisher = publisher_class(args.node_name, args.sysfs, PodResources(args.pod_resources_socket),
-                                kubelet=kubelet, resync=args.resync, pod_resources_errors=(RpcError,))
+                                kubelet=kubelet, resync=args.resync, pod_resources_errors=(RpcError,),
+                                kubelet_identity=lambda: socket_identity(args.pod_resources_socket))
     stop = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *unused: stop.set())

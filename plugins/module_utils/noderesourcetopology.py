@@ -48,8 +48,45 @@ Top-level ``attributes``: ``topologyManagerPolicy`` and ``topologyManagerScope``
 ``/configz`` (the names scheduler-plugins' ``nodeconfig`` reads; kubelet's defaults none and
 container when absent), ``topologyManagerMaxNUMANodes`` when kubelet runs with the
 ``max-allowable-numa-nodes`` policy option, and the pods fingerprint the plugin's cache resync
-compares (``nodeTopologyPodsFingerprint``, method ``all``: see podfingerprint.py) over the pods
-List reports, as NFD's topology-updater computes it.
+compares (``nodeTopologyPodsFingerprint``, podfingerprint.py) with its method
+(``nodeTopologyPodsFingerprintMethod``).
+
+Which pods the fingerprint names. The over-reserving cache (scheduler-plugins v0.34.7,
+``cache/overreserve.go`` ``Resync``) takes a node's object again only when the fingerprint in it
+equals the one it signs over the node's pods: with ``informerMode: Shared`` the pods of the
+scheduler's informer in phase ``Running`` (``podprovider.IsPodRelevantShared``); with the method
+``with-exclusive-resources`` (read from the object: ``resyncMethod`` Autodetect, the default) only
+those of them ``resourcerequests.AreExclusiveForPod`` calls exclusive: a request for any
+non-native (extended, device) resource in any QoS class, or a Guaranteed pod asking for whole
+CPUs, memory or huge pages, which is every Guaranteed pod (its memory request is never 0).
+kubelet's PodResources ``List`` names its active pods, phase ``Pending`` included, without their
+QoS class or phase; what it does show is what kubelet gave each container: exclusive CPU ids
+(static CPU Manager, whole CPUs of Guaranteed pods), memory blocks (Static Memory Manager: every
+Guaranteed pod) and device ids (every pod given a device-plugin resource). So:
+
+- under ``memoryManagerPolicy: Static`` the fingerprint names, with the method
+  ``with-exclusive-resources``, the pods List shows holding CPU ids, memory blocks or device ids:
+  the scheduler's exclusive pods as kubelet admitted them;
+- otherwise a Guaranteed pod with a fraction of a CPU (or any, without the static CPU Manager)
+  shows nothing in List while the scheduler counts it, which would make every resync miss for as
+  long as it runs; the fingerprint then names every pod List shows, with the method ``all``.
+
+What is left: a pod kubelet admitted that is not ``Running`` yet (its image pulling or missing, a
+container it cannot create, init containers still running) is in List and not in the scheduler's
+set (under ``all`` any such pod, under ``with-exclusive-resources`` only one holding exclusive
+resources: a stuck Guaranteed pod); also a pod whose only non-native request is an extended
+resource no device plugin serves, or is in a non-sidecar init container (the scheduler counts
+it, List shows no device). While such a pod stays, a node the cache marked (foreign pods, or
+refused after its reserves) keeps answering "invalid node topology data" or keeps its reserves;
+the scheduler's ``--v=4`` log says "NodeTopology podset fingerprint mismatch" for it at each
+resync. It clears when the pod runs or goes.
+
+Ownership: numa.kube's object carries the managed-by label and no other writer's changes. NFD's
+topology-updater and the resource-topology-exporter update an existing object keeping its labels,
+so an updater that starts after numa.kube's publisher leaves numa.kube's label on an object it now
+writes; the API server records who wrote ``zones`` and ``attributes`` in ``metadata.managedFields``.
+``is_ours`` takes an object for numa.kube's only when no manager other than numa.kube's own (its
+publisher's ``PUBLISHER_FIELD_MANAGER``, its modules' ``kube_api.FIELD_MANAGER``) owns either.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -57,6 +94,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 from ansible_collections.numa.kube.plugins.module_utils import podfingerprint
+from ansible_collections.numa.kube.plugins.module_utils.kube_api import FIELD_MANAGER
 from ansible_collections.numa.kube.plugins.module_utils.quantity import bytes_quantity
 
 NRT_API = "topology.node.k8s.io/v1alpha2"
@@ -66,6 +104,11 @@ NRT_COLLECTION = "/apis/topology.node.k8s.io/v1alpha2/noderesourcetopologies"
 # managed-by label belongs to someone else (NFD's topology-updater...) and is left alone
 MANAGED_BY = "app.kubernetes.io/managed-by"
 PUBLISHER_LABELS = {MANAGED_BY: "numa.kube", "numa.kube/stack": "topology"}
+# the field manager the publisher's writes name (the API server records it in managedFields)
+PUBLISHER_FIELD_MANAGER = "numa-kube-nrt-publisher"
+OWN_MANAGERS = (PUBLISHER_FIELD_MANAGER, FIELD_MANAGER)
+# the fields a topology publisher writes (managedFields' FieldsV1 keys)
+CONTENT_FIELDS = ("f:zones", "f:attributes")
 ZONE_TYPE = "Node"
 
 POLICY_ATTRIBUTE = "topologyManagerPolicy"
@@ -78,10 +121,39 @@ def zone_name(node_id):
     return "node-%d" % node_id
 
 
+def co_writers(obj):
+    """The managers other than numa.kube's own that ``metadata.managedFields`` shows owning an NRT's
+    ``zones`` or ``attributes`` (sorted; empty when none)."""
+    names = set()
+    for entry in ((obj or {}).get("metadata") or {}).get("managedFields") or []:
+        manager = entry.get("manager") or ""
+        fields = entry.get("fieldsV1") or {}
+        if manager not in OWN_MANAGERS and any(field in fields for field in CONTENT_FIELDS):
+            names.add(manager or "(unnamed)")
+    return sorted(names)
+
+
+def foreign_reason(obj):
+    """Why an existing NRT object is not numa.kube's, in words; None when it is (``is_ours``)."""
+    metadata = (obj or {}).get("metadata") or {}
+    label = (metadata.get("labels") or {}).get(MANAGED_BY)
+    if label != PUBLISHER_LABELS[MANAGED_BY]:
+        managers = sorted(set(entry.get("manager") or "?" for entry in metadata.get("managedFields") or []))
+        return "no label %s=%s; written by %s" % (MANAGED_BY, PUBLISHER_LABELS[MANAGED_BY],
+                                                  label or ", ".join(managers) or "unknown")
+    others = co_writers(obj)
+    if others:
+        return ("labelled numa.kube's, but its managedFields show %s writing its zones or attributes: another "
+                "topology updater shares it; keep one: take the node out of numa.kube's publisher_node_selector, "
+                "or stop the other updater there and delete the object (numa.kube's publisher then makes its own)"
+                % ", ".join(others))
+    return None
+
+
 def is_ours(obj):
-    """Whether an NRT object carries numa.kube's managed-by label."""
-    labels = ((obj or {}).get("metadata") or {}).get("labels") or {}
-    return labels.get(MANAGED_BY) == PUBLISHER_LABELS[MANAGED_BY]
+    """Whether an NRT object is numa.kube's: its managed-by label, and no manager other than numa.kube's
+    own owns its zones or attributes in ``metadata.managedFields``."""
+    return foreign_reason(obj) is None
 
 
 def _count(number):
@@ -195,6 +267,32 @@ def _costs(node):
             for other in sorted(distances, key=int)]
 
 
+def holds_exclusive(pod):
+    """Whether List shows kubelet gave one of the pod's containers exclusive CPU ids, memory blocks or
+    device ids (any device: the scheduler counts every non-native request, NUMA-bound or not)."""
+    for container in pod.get("containers") or []:
+        if container.get("cpu_ids") or container.get("memory"):
+            return True
+        if any(entry.get("device_ids") for entry in container.get("devices") or []):
+            return True
+    return False
+
+
+def fingerprint_method(kubelet_config):
+    """``with-exclusive-resources`` when kubelet runs the Static Memory Manager (List then shows memory
+    blocks for every Guaranteed pod, as the scheduler counts them), else ``all`` (see the module's text)."""
+    if (kubelet_config.get("memoryManagerPolicy") or "None") == "Static":
+        return podfingerprint.METHOD_WITH_EXCLUSIVE_RESOURCES
+    return podfingerprint.METHOD_ALL
+
+
+def fingerprint_pods(kubelet_config, assigned):
+    """(method, [(namespace, name), ...]): the pods the fingerprint names, of those List shows."""
+    method = fingerprint_method(kubelet_config)
+    return method, [(pod.get("namespace") or "", pod.get("name") or "") for pod in assigned
+                    if method == podfingerprint.METHOD_ALL or holds_exclusive(pod)]
+
+
 def attributes(kubelet_config, assigned):
     """The top-level attributes: kubelet's Topology Manager settings and the pods fingerprint."""
     options = kubelet_config.get("topologyManagerPolicyOptions") or {}
@@ -202,9 +300,9 @@ def attributes(kubelet_config, assigned):
               {"name": SCOPE_ATTRIBUTE, "value": kubelet_config.get("topologyManagerScope") or "container"}]
     if str(options.get("max-allowable-numa-nodes") or "").isdigit():
         result.append({"name": MAX_NUMA_NODES_ATTRIBUTE, "value": str(options["max-allowable-numa-nodes"])})
-    pods = [(pod.get("namespace") or "", pod.get("name") or "") for pod in assigned]
+    method, pods = fingerprint_pods(kubelet_config, assigned)
     result.append({"name": podfingerprint.ATTRIBUTE, "value": podfingerprint.fingerprint(pods)})
-    result.append({"name": podfingerprint.ATTRIBUTE_METHOD, "value": podfingerprint.METHOD_ALL})
+    result.append({"name": podfingerprint.ATTRIBUTE_METHOD, "value": method})
     return result
 
 

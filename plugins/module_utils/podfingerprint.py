@@ -30,7 +30,11 @@ VERSION = "v001"
 # the attribute names podfingerprint recommends, which the scheduler's cache reads
 ATTRIBUTE = "nodeTopologyPodsFingerprint"
 ATTRIBUTE_METHOD = "nodeTopologyPodsFingerprintMethod"
-METHOD_ALL = "all"  # every pod counts (the other method, with-exclusive-resources, is not used here)
+# the methods the scheduler's cache tells apart (cache/store.go podFingerprintForNodeTopology): every
+# pod, or only those resourcerequests.AreExclusiveForPod calls exclusive; noderesourcetopology.py says
+# which one numa.kube's publisher writes when
+METHOD_ALL = "all"
+METHOD_WITH_EXCLUSIVE_RESOURCES = "with-exclusive-resources"
 
 _MASK = (1 << 64) - 1
 _P1 = 0x9E3779B185EBCA87

@@ -88,6 +88,17 @@ def test_generated_pod_lists_get_the_go_modules_fingerprint(oracle_path):
     assert not wrong, wrong[:5]
 
 
+def test_the_attribute_names_and_method_values_are_the_go_modules(oracle_path):
+    """The scheduler's cache finds the fingerprint and its method by these names, and signs only the pods
+    with exclusive resources when the method is exactly the module's MethodWithExclusiveResources."""
+    done = subprocess.run([oracle_path, "-names"], capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert json.loads(done.stdout) == {
+        "Attribute": podfingerprint.ATTRIBUTE, "AttributeMethod": podfingerprint.ATTRIBUTE_METHOD,
+        "MethodAll": podfingerprint.METHOD_ALL,
+        "MethodWithExclusiveResources": podfingerprint.METHOD_WITH_EXCLUSIVE_RESOURCES}
+
+
 def test_the_unit_tests_vectors_are_the_go_modules(oracle_path):
     with open(VECTORS, encoding="utf-8") as handle:
         vectors = json.load(handle)["vectors"]

@@ -11,6 +11,10 @@
 //	{"id": 3, "pods": [["namespace", "name"], ...]}
 //	{"id": 3, "fingerprint": "pfp0v001..."}
 //
+// With -names it prints instead, as one JSON object, the attribute names and the method values the
+// module defines (the ones the scheduler's cache reads and compares: cache/store.go
+// podFingerprintForNodeTopology), so that the text numa.kube writes is checked against them too.
+//
 // Build and run: see ../test_podfingerprint.py (the differential tier) and
 // tests/unit/plugins/module_utils/podfingerprint-vectors.json (the vectors it printed).
 package main
@@ -18,6 +22,7 @@ package main
 import (
 	"bufio"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"os"
 
@@ -35,6 +40,21 @@ type answer struct {
 }
 
 func main() {
+	names := flag.Bool("names", false, "print the attribute names and method values, then exit")
+	flag.Parse()
+	if *names {
+		err := json.NewEncoder(os.Stdout).Encode(map[string]string{
+			"Attribute":                    podfingerprint.Attribute,
+			"AttributeMethod":              podfingerprint.AttributeMethod,
+			"MethodAll":                    podfingerprint.MethodAll,
+			"MethodWithExclusiveResources": podfingerprint.MethodWithExclusiveResources,
+		})
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "podfingerprint: %v\n", err)
+			os.Exit(1)
+		}
+		return
+	}
 	in := bufio.NewScanner(os.Stdin)
 	in.Buffer(make([]byte, 1<<20), 1<<26)
 	out := json.NewEncoder(os.Stdout)

@@ -91,8 +91,11 @@ def test_first_round_creates_the_nrt_owned_by_the_node_with_numa_kubes_labels(tm
                                                  "available": "5Gi"}
     assert resource(obj, "node-0", "hugepages-2Mi")["capacity"] == "1Gi", "512 pages of 2 MiB in sysfs"
     assert attribute(obj, "topologyManagerPolicy") == "single-numa-node"
-    assert attribute(obj, "nodeTopologyPodsFingerprint") == podfingerprint.fingerprint(
-        [("kube-system", "kube-proxy-1"), ("team", "db")])
+    # the Static Memory Manager: the pods holding exclusive resources, as the scheduler's cache counts them
+    assert attribute(obj, "nodeTopologyPodsFingerprint") == podfingerprint.fingerprint([("team", "db")])
+    assert attribute(obj, "nodeTopologyPodsFingerprintMethod") == "with-exclusive-resources"
+    assert api.managers == ["numa-kube-nrt-publisher"], "its writes name its own field manager"
+    assert [entry["manager"] for entry in obj["metadata"]["managedFields"]] == ["numa-kube-nrt-publisher"]
 
 
 def test_written_only_when_the_content_changes(tmp_path):
@@ -112,10 +115,19 @@ def test_written_only_when_the_content_changes(tmp_path):
     assert resource(obj, "node-1", "cpu")["available"] == "3"
     assert resource(obj, "node-1", "memory")["available"] == "6Gi"
     before = attribute(obj, "nodeTopologyPodsFingerprint")
-    pods.pods.append({"namespace": "default", "name": "best-effort", "containers": []})
+    del api.requests[:]
+    pods.pods.append({"namespace": "default", "name": "best-effort", "containers": [
+        {"name": "c", "cpu_ids": [], "memory": [], "devices": []}]})
     clock.now += 2
-    assert pub.step(), "a pod without exclusive resources changes the fingerprint the scheduler compares"
-    assert attribute(api.objects[PATH], "nodeTopologyPodsFingerprint") != before
+    assert not pub.step() and api.requests == [], (
+        "a pod holding no exclusive resource is not in the fingerprint (method with-exclusive-resources)")
+    pods.pods.append({"namespace": "default", "name": "burstable-nic", "containers": [
+        {"name": "c", "cpu_ids": [], "memory": [], "devices": [
+            {"resource_name": "example.com/nic", "device_ids": ["vf-3"], "nodes": []}]}]})
+    clock.now += 2
+    assert pub.step(), "a pod given a device is, NUMA-bound or not, in any QoS class"
+    assert attribute(api.objects[PATH], "nodeTopologyPodsFingerprint") == podfingerprint.fingerprint(
+        [("team", "web"), ("default", "burstable-nic")]) != before
     del api.requests[:]
     clock.now += 60
     assert not pub.step()
@@ -155,6 +167,75 @@ def test_an_object_someone_else_made_is_left_alone(tmp_path, caplog):
     assert api.objects[PATH]["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "numa.kube"
 
 
+def test_without_the_static_memory_manager_the_fingerprint_names_every_pod_kubelet_lists(tmp_path):
+    api, pods = Api(), PodResources()
+    pods.pods.append({"namespace": "team", "name": "fraction", "containers": [
+        {"name": "c", "cpu_ids": [], "memory": [], "devices": []}]})  # Guaranteed, 500m: List shows nothing held
+    publisher(tmp_path, api, Kubelet(dict(STATIC, memoryManagerPolicy="None")), pods).step()
+    obj = api.objects[PATH]
+    assert attribute(obj, "nodeTopologyPodsFingerprintMethod") == "all"
+    assert attribute(obj, "nodeTopologyPodsFingerprint") == podfingerprint.fingerprint(
+        [("kube-system", "kube-proxy-1"), ("team", "fraction")])
+
+
+def co_writer_update(api, zones):
+    """NFD's topology-updater (or the resource-topology-exporter) updating the object numa.kube made: a GET,
+    zones and attributes replaced, the labels kept, an Update under its own field manager."""
+    obj = api.get(PATH)
+    obj["zones"] = zones
+    obj["attributes"] = [{"name": "topologyManagerPolicy", "value": "single-numa-node"}]
+    api.request("PUT", PATH + "?fieldManager=nfd-topology-updater", obj)
+    del api.requests[:], api.writes[:]
+    return copy.deepcopy(api.objects[PATH])
+
+
+def test_an_updater_that_starts_later_and_keeps_numa_kubes_label_is_seen_and_left_alone(tmp_path, caplog):
+    api, pods, clock = Api(), PodResources(), Clock()
+    pub = publisher(tmp_path, api, Kubelet(STATIC), pods, clock=clock, rand=lambda: 0.5)
+    assert pub.step() and api.writes == ["POST"]
+    nfd = co_writer_update(api, [{"name": "node-0", "type": "Node", "resources": []}])
+    assert nfd["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "numa.kube", "the label stays"
+    with caplog.at_level(logging.WARNING, logger="nrt-publisher"):
+        clock.now += 60
+        assert not pub.step()
+        pods.add("team", "late", [5], GI, 1)  # a change of its own content: still nothing written
+        clock.now += 2
+        assert not pub.step()
+        clock.now += 60
+        assert not pub.step()
+    assert api.writes == [], "never written over the other updater's content"
+    assert api.objects[PATH] == nfd
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 2, "once per resync: %s" % warnings
+    assert warnings[0].startswith("NodeResourceTopology w1 is not numa.kube's (labelled numa.kube's, but its "
+                                  "managedFields show nfd-topology-updater writing its zones or attributes")
+    assert "delete the object" in warnings[0]
+
+
+def test_its_own_writes_never_make_the_object_foreign(tmp_path):
+    api, pods, clock = Api(), PodResources(), Clock()
+    pub = publisher(tmp_path, api, Kubelet(STATIC), pods, clock=clock, rand=lambda: 0.5)
+    pub.step()
+    for cpus in ([3], [5], [7]):
+        pods.add("team", "p%d" % cpus[0], cpus, GI, 1)
+        clock.now += 2
+        assert pub.step()
+    clock.now += 60
+    api.objects[PATH]["metadata"]["labels"]["numa.kube/stack"] = "old"  # relabelled at the resync
+    assert pub.step()
+    # numa.kube's modules (server-side apply, field manager numa.kube) and a label edit do not count either
+    managed = api.objects[PATH]["metadata"]["managedFields"]
+    managed.append({"manager": "numa.kube", "operation": "Apply", "fieldsType": "FieldsV1",
+                    "fieldsV1": {"f:zones": {}, "f:attributes": {}}})
+    managed.append({"manager": "kubectl-label", "operation": "Update", "fieldsType": "FieldsV1",
+                    "fieldsV1": {"f:metadata": {"f:labels": {"f:team": {}}}}})
+    pods.add("team", "p1", [1], GI, 0)
+    clock.now += 2
+    assert pub.step()
+    assert api.writes == ["POST", "PUT", "PUT", "PUT", "PUT", "PUT"]
+    assert set(api.managers) == {"numa-kube-nrt-publisher"}
+
+
 def test_kubelet_restarting_publishes_nothing_then_its_configuration_is_read_again(tmp_path):
     api, kubelet, pods = Api(), Kubelet(STATIC), PodResources()
     pub = publisher(tmp_path, api, kubelet, pods)
@@ -165,6 +246,43 @@ def test_kubelet_restarting_publishes_nothing_then_its_configuration_is_read_aga
     pods.up = True
     assert pub.step()
     assert attribute(api.objects[PATH], "topologyManagerScope") == "container"
+    assert kubelet.reads == 2
+
+
+def test_a_kubelet_restart_between_two_rounds_with_a_new_policy_is_published_at_the_next_round(tmp_path):
+    """kubelet restarted (a new PodResources socket) between two 2 s rounds, so no round saw it down, and
+    GetAllocatableResources answers as before: the next round reads /configz again, not the resync."""
+    api, kubelet, pods, clock = Api(), Kubelet(dict(STATIC, topologyManagerPolicy="none")), PodResources(), Clock()
+    socket = {"identity": (1, 100)}
+    pub = publisher(tmp_path, api, kubelet, pods, clock=clock, rand=lambda: 0.5,
+                    kubelet_identity=lambda: socket["identity"])
+    pub.step()
+    for dummy in range(3):
+        clock.now += 2
+        pub.step()
+    assert kubelet.reads == 1, "an unchanged kubelet's /configz is read once per resync"
+    kubelet.config = dict(STATIC, topologyManagerPolicy="single-numa-node")
+    socket["identity"] = (2, 200)
+    clock.now += 2
+    assert pub.step()
+    assert attribute(api.objects[PATH], "topologyManagerPolicy") == "single-numa-node"
+    assert kubelet.reads == 2
+    clock.now += 2
+    assert not pub.step() and kubelet.reads == 2, "read once after the restart, not every round"
+
+
+def test_a_kubelet_answering_other_allocatable_resources_has_its_configuration_read_again(tmp_path):
+    api, kubelet, pods, clock = Api(), Kubelet(STATIC), PodResources(), Clock()
+    pub = publisher(tmp_path, api, kubelet, pods, clock=clock, rand=lambda: 0.5)
+    pub.step()
+    kubelet.config = dict(STATIC, topologyManagerPolicy="restricted", topologyManagerScope="container")
+    pods.memory[1]["size"] = 5 * GI  # e.g. restarted with more memory reserved on NUMA node 1
+    clock.now += 2
+    assert pub.step()
+    obj = api.objects[PATH]
+    assert (attribute(obj, "topologyManagerPolicy"), attribute(obj, "topologyManagerScope")) == (
+        "restricted", "container")
+    assert resource(obj, "node-1", "memory")["allocatable"] == "5Gi"
     assert kubelet.reads == 2
 
 

@@ -12,6 +12,7 @@ import copy
 import os
 import random
 import sys
+from urllib.parse import parse_qsl
 
 import pytest
 
@@ -19,7 +20,7 @@ from ansible_collections.numa.kube.tests.unit.plugins.sysfs_tree import two_sock
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "agent"))
 from numa_agent.kube import ApiError  # noqa: E402 pylint: disable=wrong-import-position
-from numa_agent.publisher import Publisher  # noqa: E402 pylint: disable=wrong-import-position
+from numa_agent.publisher import Publisher, socket_identity  # noqa: E402 pylint: disable=wrong-import-position
 
 NODE = "w1"
 PATH = "/apis/nodeinfo.volcano.sh/v1alpha1/numatopologies/" + NODE
@@ -42,11 +43,14 @@ class Kubelet(object):
 
 
 class Api(object):
-    """The objects by path; records every request, refuses a stale resourceVersion as the API server does."""
+    """The objects by path; records every request (its path without the query), refuses a stale
+    resourceVersion as the API server does, and keeps managedFields as it does for a write's top-level
+    fields: the fields a write changes go to its fieldManager (the query's, else the client's
+    User-Agent, Python-urllib) and leave every other manager, a manager left with none is dropped."""
 
     def __init__(self):
         self.objects = {"/api/v1/nodes/" + NODE: {"metadata": {"name": NODE, "uid": "uid-1"}}}
-        self.writes, self.requests, self.version = [], [], 0
+        self.writes, self.requests, self.managers, self.version = [], [], [], 0
 
     def get(self, path):
         self.requests.append(("GET", path))
@@ -55,21 +59,41 @@ class Api(object):
         return copy.deepcopy(self.objects[path])
 
     def request(self, method, path, body=None):
+        path, dummy, query = path.partition("?")
+        manager = dict(parse_qsl(query)).get("fieldManager", "Python-urllib")
         self.requests.append((method, path))
         self.writes.append(method)
+        self.managers.append(manager)
         if method == "POST":
             path = path + "/" + body["metadata"]["name"]
         elif path not in self.objects:
             raise ApiError(404, "not found")
         elif body["metadata"].get("resourceVersion") != self.objects[path]["metadata"].get("resourceVersion"):
             raise ApiError(409, "the object has been modified; please apply your changes to the latest version")
-        self.touch(path, body)
+        self.touch(path, body, manager)
         return copy.deepcopy(self.objects[path])
 
-    def touch(self, path, body):
-        """Store ``body`` as the server would: with a new resourceVersion."""
+    def touch(self, path, body, manager=None):
+        """Store ``body`` as the server would: with a new resourceVersion and, given the writer's
+        ``manager``, its managedFields."""
         self.version += 1
         body = copy.deepcopy(body)
+        before = self.objects.get(path) or {}
+        if manager:
+            # top-level fields (an NRT's zones and attributes are atomic lists); metadata's are not followed
+            moved = set("f:" + key for key in set(body) | set(before)
+                        if key not in ("apiVersion", "kind", "metadata") and body.get(key) != before.get(key))
+            mine, entries = moved | {"f:metadata"}, []
+            for entry in copy.deepcopy((before.get("metadata") or {}).get("managedFields") or []):
+                if entry["manager"] == manager:
+                    mine |= set(entry.get("fieldsV1", {}))
+                    continue
+                entry["fieldsV1"] = dict((k, v) for k, v in entry.get("fieldsV1", {}).items() if k not in moved)
+                if entry["fieldsV1"]:
+                    entries.append(entry)
+            entries.append({"manager": manager, "operation": "Update", "apiVersion": body.get("apiVersion"),
+                            "fieldsType": "FieldsV1", "fieldsV1": dict((field, {}) for field in sorted(mine))})
+            body["metadata"]["managedFields"] = entries
         body["metadata"]["resourceVersion"] = str(self.version)
         self.objects[path] = body
 
@@ -154,6 +178,44 @@ def test_a_kubelet_restart_rereads_its_policies_and_nothing_is_published_meanwhi
     assert pub.step()
     assert api.objects[PATH]["spec"]["policies"]["TopologyManagerPolicy"] == "restricted"
     assert kubelet.reads == 2
+
+
+def test_a_kubelet_restart_no_round_saw_is_found_by_its_new_socket(tmp_path):
+    """kubelet restarted with another policy between two rounds (its PodResources API never seen down,
+    the same allocatable CPUs): the new socket file has /configz read again at the next round."""
+    api, kubelet, pods, clock = Api(), Kubelet(STATIC), PodResources(allocatable=range(1, 8)), Clock()
+    socket = {"identity": ("inode 7",)}
+    pub = publisher(tmp_path, api, kubelet, pods, clock=clock, rand=lambda: 0.5,
+                    kubelet_identity=lambda: socket["identity"])
+    pub.step()
+    clock.now += 2
+    assert not pub.step() and kubelet.reads == 1
+    kubelet.config = dict(STATIC, topologyManagerPolicy="best-effort")
+    socket["identity"] = ("inode 9",)
+    clock.now += 2
+    assert pub.step()
+    assert api.objects[PATH]["spec"]["policies"]["TopologyManagerPolicy"] == "best-effort"
+    assert kubelet.reads == 2
+    pods.cpus = range(2, 8)  # other allocatable CPUs: kubelet restarted with another reserved set
+    kubelet.config = dict(STATIC, topologyManagerPolicy="restricted")
+    clock.now += 2
+    assert pub.step()
+    assert api.objects[PATH]["spec"]["policies"]["TopologyManagerPolicy"] == "restricted"
+    assert kubelet.reads == 3
+
+
+def test_the_socket_identity_changes_when_kubelet_makes_its_socket_anew(tmp_path):
+    path = str(tmp_path / "kubelet.sock")
+    assert socket_identity(path) is None
+    with open(path, "w") as handle:
+        handle.write("first")
+    first = socket_identity(path)
+    assert first == socket_identity(path), "the same file, the same identity"
+    # as kubelet does at each start: a new file under a temporary name, renamed over the old one
+    with open(path + ".tmp", "w") as handle:
+        handle.write("second")
+    os.rename(path + ".tmp", path)
+    assert socket_identity(path) not in (None, first)
 
 
 def test_resync_repairs_an_object_someone_else_changed(tmp_path):

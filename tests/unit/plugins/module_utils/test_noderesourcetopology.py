@@ -11,6 +11,7 @@ import copy
 
 import pytest
 
+from ansible_collections.numa.kube.plugins.module_utils import kube_api
 from ansible_collections.numa.kube.plugins.module_utils import noderesourcetopology as nrt
 from ansible_collections.numa.kube.plugins.module_utils import podfingerprint
 from ansible_collections.numa.kube.plugins.module_utils.topology import SysfsReader
@@ -191,13 +192,12 @@ def test_attributes_carry_kubelets_topology_manager_and_the_pods_fingerprint(tmp
     assert got == {
         "topologyManagerPolicy": "single-numa-node",
         "topologyManagerScope": "pod",
+        # kube-proxy-x holds a NIC without NUMA topology: any device counts (the scheduler counts every
+        # extended resource request as exclusive)
         "nodeTopologyPodsFingerprint": podfingerprint.fingerprint(
             [("team-a", "db"), ("team-a", "big"), ("kube-system", "kube-proxy-x"), ("team-b", "huge")]),
-        "nodeTopologyPodsFingerprintMethod": "all",
+        "nodeTopologyPodsFingerprintMethod": "with-exclusive-resources",
     }
-    # every pod List reports counts, with or without exclusive resources; none leaves the empty set's
-    assert got["nodeTopologyPodsFingerprint"] != podfingerprint.fingerprint([("team-a", "db"), ("team-a", "big"),
-                                                                             ("team-b", "huge")])
     bare = attributes(nrt.nrt_object("w1", topology, {"topologyManagerPolicyOptions": {
         "max-allowable-numa-nodes": "16"}}, {}, []))
     assert bare["topologyManagerPolicy"] == "none" and bare["topologyManagerScope"] == "container", \
@@ -209,10 +209,59 @@ def test_attributes_carry_kubelets_topology_manager_and_the_pods_fingerprint(tmp
         "nodeTopologyPodsFingerprintMethod"], "a stable order: equal content compares equal"
 
 
-def test_ownership_is_the_managed_by_label():
-    assert nrt.is_ours({"metadata": {"labels": {"app.kubernetes.io/managed-by": "numa.kube"}}})
+SHARED = [("team-c", "web", {"cpu_ids": [], "memory": [], "devices": []}),  # BestEffort, Burstable, 0.5 CPU...
+          ("team-c", "pinned", {"cpu_ids": [3], "memory": [], "devices": []}),
+          ("team-c", "static-memory", {"cpu_ids": [], "memory": [block("memory", 64 * MI, [1])], "devices": []}),
+          ("team-c", "gpu", {"cpu_ids": [], "memory": [], "devices": [devices("example.com/gpu", ["g0"], [0, 1])]}),
+          ("team-c", "unbound-nic", {"cpu_ids": [], "memory": [], "devices": [devices("example.com/nic", ["v"], [])]}),
+          ("team-c", "no-ids", {"cpu_ids": [], "memory": [], "devices": [devices("example.com/nic", [], [])]})]
+
+
+def test_which_pods_the_fingerprint_names_follows_what_list_can_show_of_the_schedulers_set():
+    assigned = [{"namespace": ns, "name": name, "containers": [dict(container, name="c")]}
+                for ns, name, container in SHARED]
+    assert [pod["name"] for pod in assigned if nrt.holds_exclusive(pod)] == [
+        "pinned", "static-memory", "gpu", "unbound-nic"]
+    # the Static Memory Manager gives every Guaranteed pod memory blocks: List shows the scheduler's exclusive pods
+    assert nrt.fingerprint_pods(STATIC, assigned) == ("with-exclusive-resources", [
+        ("team-c", "pinned"), ("team-c", "static-memory"), ("team-c", "gpu"), ("team-c", "unbound-nic")])
+    # without it a Guaranteed pod with a fraction of a CPU shows nothing: every pod List shows counts
+    for config in (dict(STATIC, memoryManagerPolicy="None"), {"cpuManagerPolicy": "static"}, {}):
+        method, pods = nrt.fingerprint_pods(config, assigned)
+        assert (method, len(pods)) == ("all", len(SHARED)), config
+    found = dict((a["name"], a["value"]) for a in nrt.attributes(STATIC, assigned))
+    assert found["nodeTopologyPodsFingerprint"] == podfingerprint.fingerprint(
+        [("team-c", "unbound-nic"), ("team-c", "gpu"), ("team-c", "static-memory"), ("team-c", "pinned")])
+    assert found["nodeTopologyPodsFingerprintMethod"] == podfingerprint.METHOD_WITH_EXCLUSIVE_RESOURCES
+
+
+def managed(manager, *fields, **extra):
+    """A managedFields entry as the API server writes it for an Update of the NRT's top-level ``fields``."""
+    entry = {"manager": manager, "operation": extra.get("operation", "Update"),
+             "apiVersion": "topology.node.k8s.io/v1alpha2", "time": "2026-11-24T10:00:00Z", "fieldsType": "FieldsV1",
+             "fieldsV1": dict(("f:" + field, {}) for field in fields)}
+    entry["fieldsV1"]["f:metadata"] = extra.get("metadata", {"f:labels": {".": {}, "f:numa.kube/stack": {}}})
+    return entry
+
+
+def test_ownership_is_the_label_and_no_other_writer_of_zones_or_attributes():
+    labels = {"app.kubernetes.io/managed-by": "numa.kube", "numa.kube/stack": "topology"}
+    assert nrt.is_ours({"metadata": {"labels": labels}})
     assert not nrt.is_ours({"metadata": {"labels": {"app.kubernetes.io/managed-by": "nfd-topology-updater"}}})
     assert not nrt.is_ours({"metadata": {"name": "w1"}})
+    own = [managed("numa-kube-nrt-publisher", "zones", "attributes"), managed("numa.kube", "zones", operation="Apply")]
+    assert nrt.is_ours({"metadata": {"labels": labels, "managedFields": own}}), "numa.kube's own writers"
+    label_edit = managed("kubectl-label", metadata={"f:labels": {"f:team": {}}})
+    assert nrt.is_ours({"metadata": {"labels": labels, "managedFields": own + [label_edit]}}), "metadata only"
+    for fields in (("zones",), ("attributes",), ("zones", "attributes")):
+        obj = {"metadata": {"labels": labels, "managedFields": own + [managed("nfd-topology-updater", *fields)]}}
+        assert not nrt.is_ours(obj), fields
+        assert nrt.co_writers(obj) == ["nfd-topology-updater"]
+        assert nrt.foreign_reason(obj).startswith(
+            "labelled numa.kube's, but its managedFields show nfd-topology-updater writing its zones or attributes")
+    assert nrt.foreign_reason({"metadata": {"managedFields": [managed("resource-topology-exporter", "zones")]}}) == (
+        "no label app.kubernetes.io/managed-by=numa.kube; written by resource-topology-exporter")
+    assert nrt.OWN_MANAGERS == (nrt.PUBLISHER_FIELD_MANAGER, kube_api.FIELD_MANAGER)
 
 
 def test_zone_summary_names_each_zones_free_cpu_and_memory(tmp_path):
