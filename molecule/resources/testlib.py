@@ -16,6 +16,8 @@ import subprocess
 import sys
 import time
 
+import kubernetes
+
 
 def exporter_metrics(guest, cafile="/etc/numa-exporter/tls/ca.crt", address="127.0.0.1", port=9201):
     """The systemd exporter's samples as {(name, ((label, value), ...)): value}, scraped inside the
@@ -169,7 +171,6 @@ def account_token(api, account, namespace, pod=None, seconds=600):
 def custom_objects_as(token, kubeconfig):
     """CustomObjectsApi against ``kubeconfig``'s API server, authenticated by ``token`` alone (no
     client certificate: the admin's would authenticate first)."""
-    import kubernetes  # pylint: disable=import-outside-toplevel  (the guests' side of testlib has no client)
     config = kubernetes.client.Configuration()
     kubernetes.config.load_kube_config(kubeconfig, client_configuration=config)
     config.cert_file = config.key_file = None
