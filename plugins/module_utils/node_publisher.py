@@ -218,15 +218,91 @@ def wait_rollout(api, params, daemonset, selection, wait_for, error=ProblemsErro
         raise error("the publisher DaemonSet did not roll out: %s; %s" % (why_waiting_ended(outcome, stall), outcome[1]))
 
 
-def published_cleanup(api, published, check_mode):
+def removal_order(objects):
+    """A publisher's objects (publisher_objects) in the order absent deletes them: the DaemonSet
+    (no new pod), then the ClusterRoleBinding (a pod still terminating can write nothing more),
+    then the own-node policy's binding and the policy, the ClusterRole and the ServiceAccount. The
+    policy goes only after the rights: between the two, a pod could write any node's object."""
+    first = [obj for kind in ("DaemonSet", "ClusterRoleBinding") for obj in objects if obj["kind"] == kind]
+    return first + [obj for obj in reversed(objects) if obj not in first]
+
+
+def _runs_there(pod):
+    """Whether ``pod`` may still write: Ready, or being deleted and not yet finished (a pod keeps
+    its token and its rights through its grace period)."""
+    status = pod.get("status") or {}
+    if status.get("phase") in ("Succeeded", "Failed"):
+        return False
+    if (pod.get("metadata") or {}).get("deletionTimestamp"):
+        return True
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or [])
+
+
+def publisher_pods(api, namespace, daemonset_name):
+    """{node: pod name} of the publisher DaemonSet's pods that may still write (Ready, or
+    terminating), read now (paged, by the DaemonSet's pod label)."""
+    pods = daemonset_pods(api, namespace, {"app": daemonset_name})()
+    return dict(((pod.get("spec") or {}).get("nodeName"), pod["metadata"]["name"]) for pod in pods
+                if (pod.get("spec") or {}).get("nodeName") and _runs_there(pod))
+
+
+def wait_pods_gone(api, params, daemonset_name, wait_for):
+    """Wait until no pod of the publisher DaemonSet is left (progress: fewer of them), at most
+    wait_timeout seconds without progress; the names of those still there when the wait ended."""
+    pods = daemonset_pods(api, params["namespace"], {"app": daemonset_name})
+
+    def check():
+        left = sorted(pod["metadata"]["name"] for pod in pods())
+        return not left, left
+
+    outcome = wait_for(check, params["wait_timeout"], progress=lambda left: -len(left))
+    return [] if outcome[0] else outcome[1]
+
+
+def publisher_pods_left(pods, params):
+    """The warning when absent's wait for the publisher's pods ended with ``pods`` still there."""
+    return ("%d pod%s of the publisher %s still there after waiting (%s; %ds without progress at most): %s no "
+            "rights left to write, and the objects the publisher wrote were deleted after the wait; see kubectl -n %s "
+            "get pods (a node that is down keeps its pods until it is back or its Node is deleted)"
+            % (len(pods), "" if len(pods) == 1 else "s", "was" if len(pods) == 1 else "were",
+               ", ".join(pods[:10]) + (" and %d more" % (len(pods) - 10) if len(pods) > 10 else ""),
+               params["wait_timeout"], "it has" if len(pods) == 1 else "they have", params["namespace"]))
+
+
+def remove_publisher(api, params, objects, published, check_mode, wait_for, result, ours=None):
+    """absent for a publisher: its ``objects`` deleted in removal_order, then (with wait, not in
+    check mode) its pods waited for until gone, then the ``published`` objects it wrote deleted
+    (published_cleanup, with ``ours``); each recorded in ``result`` (a StackResult). Returns
+    (the names of the objects ``ours`` refused, kept; the publisher's pods still there when the
+    wait ended: they have no rights left, but may still run)."""
+    name = objects[-1]["metadata"]["name"]
+    for obj in removal_order(objects):
+        changed, before = api.delete(obj, check_mode)
+        result.record(obj, changed, before, {})
+    left = []
+    if params.get("wait", True) and not check_mode:
+        left = wait_pods_gone(api, params, name, wait_for)
+    skipped = []
+    for obj, changed, before in published_cleanup(api, published, check_mode, ours, skipped):
+        result.record(obj, changed, before, {})
+    return skipped, left
+
+
+def published_cleanup(api, published, check_mode, ours=None, skipped=None):
     """Delete the ``published`` objects a publisher wrote (those with numa.kube's managed-by label:
-    any other publisher's stay); a list of (object, changed, before) for the module's result.
+    any other publisher's stay; of those, only the ones ``ours`` accepts when given, the others'
+    names appended to ``skipped``); a list of (object, changed, before) for the module's result.
 
     Call it after the publisher's DaemonSet and ClusterRoleBinding are gone, so that no publisher
-    still running writes its object again. Without the kind's CRD there is nothing to do."""
-    found = api.get(published.list_path, label_selector=label_selector(MANAGED_BY))
+    still running writes its object again. Without the kind's CRD there is nothing to do. The
+    objects are read page by page (one a node: a large cluster has thousands)."""
+    found = api.list(published.list_path, label_selector=label_selector(MANAGED_BY))
     done = []
-    for item in sorted((found or {}).get("items") or [], key=lambda obj: obj["metadata"]["name"]):
+    for item in sorted(found or [], key=lambda obj: obj["metadata"]["name"]):
+        if ours is not None and not ours(item):
+            if skipped is not None:
+                skipped.append(item["metadata"]["name"])
+            continue
         obj = published.ref(item["metadata"]["name"])
         changed, before = api.delete(obj, check_mode)
         done.append((obj, changed, before))

@@ -7,22 +7,29 @@ second scheduler, the node agent's NodeResourceTopology publisher, and the NRT C
 The scheduler is kube-scheduler with the plugin registered (the binary at ``/nrt-scheduler`` in its
 image), run as one replica without leader election under its own ``schedulerName``, from a
 KubeSchedulerConfiguration (``kubescheduler.config.k8s.io/v1``) in a ConfigMap whose digest its pod
-template carries, so that a changed configuration rolls it. Its rights are kube-scheduler's own
-(the ClusterRoles ``system:kube-scheduler`` and ``system:volume-scheduler``, the
-``extension-apiserver-authentication-reader`` Role in kube-system) and reading
-NodeResourceTopologies; none of the write rights scheduler-plugins' sample manifests grant.
+template carries, so that a changed configuration rolls it. Its rights: its own ClusterRole, the
+rules of the live ``system:kube-scheduler`` (read at each run, so they follow the API server's
+version) less every ``coordination.k8s.io`` rule (leases, leasecandidates: without leader election
+it takes no lease, and the default scheduler's lock stays out of its reach), plus reading
+NodeResourceTopologies; the ClusterRole ``system:volume-scheduler`` and the
+``extension-apiserver-authentication-reader`` Role in kube-system bound as they are. None of the
+write rights scheduler-plugins' sample manifests grant.
 
 The publisher (``python3 -m numa_agent nrt-publisher``) writes one NodeResourceTopology per node,
 named as the node, from kubelet's PodResources API, /configz and sysfs; a ValidatingAdmissionPolicy
-keeps each pod to its own node's object (node_publisher.own_node_policy). Nodes whose object
-another publisher writes (NFD's topology-updater, an operator's exporter: an object without
-numa.kube's managed-by label) are left out of the DaemonSet and named; nothing of theirs changes.
+keeps each pod to its own node's object (node_publisher.own_node_policy). An object is numa.kube's
+only while noderesourcetopology.is_ours says so (numa.kube's label, and no other manager writes its
+zones or attributes: NFD's topology-updater keeps the labels of an object it takes over). Nodes
+whose object another publisher writes are left out of the DaemonSet and named; nothing of theirs
+changes, whatever the run (present, the stale clean-up, absent).
 
 The CRD is the one of the NRT API module (``noderesourcetopology-api``), applied unless a CRD of
 that name that numa.kube did not make is installed: that one is used when it serves v1alpha2, and
 refused (naming its manager) otherwise. ``absent`` removes what numa.kube made, the objects its
-publisher wrote by their label, and the CRD only when numa.kube made it and no other publisher's
-objects are left.
+publisher wrote, and the CRD only when numa.kube made it and no other publisher's objects are left.
+
+The stack's cluster-scoped objects are one per cluster: a run whose namespace is not the one they
+name is refused before anything changes.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -33,7 +40,7 @@ import copy
 import hashlib
 import re
 
-from ansible_collections.numa.kube.plugins.module_utils import node_publisher
+from ansible_collections.numa.kube.plugins.module_utils import node_publisher, noderesourcetopology
 from ansible_collections.numa.kube.plugins.module_utils.errors import ProblemsError
 from ansible_collections.numa.kube.plugins.module_utils.kube_api import (
     FIELD_MANAGER,
@@ -67,7 +74,9 @@ from ansible_collections.numa.kube.plugins.module_utils.noderesourcetopology imp
 from ansible_collections.numa.kube.plugins.module_utils.node_publisher import (
     PUBLISHER_KUBELET_TLS,
     Published,
-    published_cleanup,
+    publisher_pods,
+    publisher_pods_left,
+    remove_publisher,
     selected_nodes,
     unavailable,
     wait_rollout,
@@ -136,6 +145,22 @@ _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?\Z")
 # (noderesourcetopology-api pkg/apis/topology/v1alpha2/helper: ZoneTypeNUMANode, numanode.NameToID)
 _ZONE_NAME = re.compile(r"^node-(0|[1-9][0-9]*)\Z")
 CRD_SOURCE = "noderesourcetopology-api's manifests/crd.yaml (v0.1.2 is the one numa.kube is tested with)"
+# the API server's own roles (its RBAC bootstrap policy, kept for its version): kube-scheduler's,
+# whose rules numa.kube copies less the lease ones, and the volume binder's, bound as it is
+KUBE_SCHEDULER_ROLE = "system:kube-scheduler"
+VOLUME_SCHEDULER_ROLE = "system:volume-scheduler"
+# leader election's group: Lease locks and LeaseCandidates (coordinated leader election). With
+# leaderElect false kube-scheduler makes no elector and no lease candidate (kubernetes v1.34
+# cmd/kube-scheduler/app/options/options.go Config: no LeaderElectionConfig; app/server.go Run:
+# both only when it is set), so it needs none of them
+LEASE_GROUP = "coordination.k8s.io"
+LEASE_RESOURCES = ("leases", "leasecandidates")
+_ROLE_REF = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole"}
+# what an earlier build of this module applied and this one no longer does: deleted when found
+# (numa.kube's only); the binding of system:kube-scheduler, whose lease rights the scheduler's own
+# ClusterRole now leaves out
+RETIRED = [{"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+            "metadata": {"name": "numa-kube:%s:kube-scheduler" % SCHEDULER}}]
 
 
 class TopologyError(ProblemsError):
@@ -354,6 +379,67 @@ def namespace_object(params):
             "metadata": {"name": params["namespace"], "labels": _labels(SCHEDULER)}}
 
 
+# --- the scheduler's rights -------------------------------------------------------------------------------
+
+def _role_path(name):
+    return path_of(dict(_ROLE_REF, metadata={"name": name}))
+
+
+def covers_leases(rule):
+    """Whether an RBAC ``rule`` grants anything on leases or leasecandidates."""
+    groups = rule.get("apiGroups") or []
+    if LEASE_GROUP not in groups and "*" not in groups:
+        return False
+    return any(str(resource).partition("/")[0] in ("*",) + LEASE_RESOURCES for resource in rule.get("resources") or [])
+
+
+def without_leases(rules):
+    """``rules`` (a ClusterRole's) less coordination.k8s.io: that group taken out of each rule, a
+    rule left without a group dropped. TopologyError when a rule of every group (``*``) covers
+    leases: no list of rules keeps it and leaves leases out."""
+    kept = []
+    for rule in rules or []:
+        groups = rule.get("apiGroups")
+        if not groups:  # a nonResourceURLs rule
+            kept.append(copy.deepcopy(rule))
+            continue
+        if "*" in groups and covers_leases(rule):
+            raise TopologyError(
+                "ClusterRole %s has a rule for every API group that covers leases (%r): numa.kube gives the scheduler "
+                "that role's rules less %s (leases, leasecandidates), which such a rule cannot leave out; nothing was "
+                "applied. Put back the role the API server's bootstrap policy makes (it reconciles it at start while "
+                "its annotation rbac.authorization.kubernetes.io/autoupdate is true)" % (KUBE_SCHEDULER_ROLE, rule,
+                                                                                         LEASE_GROUP))
+        rest = [group for group in groups if group != LEASE_GROUP]
+        if rest:
+            kept.append(dict(copy.deepcopy(rule), apiGroups=rest))
+    return kept
+
+
+def scheduler_rules(api):
+    """The scheduler's rules besides reading NodeResourceTopologies: those of the live
+    system:kube-scheduler less coordination.k8s.io (without_leases). TopologyError, before anything
+    is applied, when that role or system:volume-scheduler (bound as it is) is missing, or when the
+    latter grants anything of coordination.k8s.io."""
+    found = {}
+    for name in (KUBE_SCHEDULER_ROLE, VOLUME_SCHEDULER_ROLE):
+        found[name] = api.get(_role_path(name))
+        if found[name] is None:
+            raise TopologyError(
+                "ClusterRole %s is not in the cluster: the scheduler gets kube-scheduler's rights as the API server "
+                "keeps them for its version (its RBAC bootstrap policy makes that role); nothing was applied. Check "
+                "that the API server runs with RBAC authorization, and run again" % name)
+    leasing = [rule for rule in found[VOLUME_SCHEDULER_ROLE].get("rules") or []
+               if covers_leases(rule) or LEASE_GROUP in (rule.get("apiGroups") or [])]
+    if leasing:
+        raise TopologyError(
+            "ClusterRole %s grants %s (%s): numa.kube binds that role to the scheduler as it is, and the scheduler "
+            "takes no lease; nothing was applied. Put back the role the API server's bootstrap policy makes (it "
+            "reconciles it at start while its annotation rbac.authorization.kubernetes.io/autoupdate is true)"
+            % (VOLUME_SCHEDULER_ROLE, LEASE_GROUP, "; ".join(repr(rule) for rule in leasing)))
+    return without_leases(found[KUBE_SCHEDULER_ROLE].get("rules"))
+
+
 def _binding(name, role_kind, role, namespace=None, subject_namespace=None):
     meta = {"name": name, "labels": _labels(SCHEDULER)}
     if namespace:
@@ -363,8 +449,9 @@ def _binding(name, role_kind, role, namespace=None, subject_namespace=None):
             "subjects": [{"kind": "ServiceAccount", "name": SCHEDULER, "namespace": subject_namespace}]}
 
 
-def scheduler_objects(params):
-    """ServiceAccount, RBAC, ConfigMap and Deployment (last) of the scheduler, in apply order."""
+def scheduler_objects(params, rules=()):
+    """ServiceAccount, RBAC, ConfigMap and Deployment (last) of the scheduler, in apply order; its
+    ClusterRole reads NodeResourceTopologies and has ``rules`` (scheduler_rules) besides."""
     namespace = params["namespace"]
     labels = _labels(SCHEDULER)
     meta = {"name": SCHEDULER, "namespace": namespace, "labels": labels}
@@ -401,14 +488,14 @@ def scheduler_objects(params):
         pod_spec["nodeSelector"] = params["scheduler_node_selector"]
     return [
         {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": dict(meta)},
-        # what kube-scheduler itself does not read: the objects the plugin filters and scores on
+        # the objects the plugin filters and scores on, then kube-scheduler's own rights as the API
+        # server keeps them for its version, less leases (scheduler_rules)
         {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
          "metadata": {"name": cluster, "labels": labels},
-         "rules": [{"apiGroups": [NRT.group], "resources": [NRT.plural], "verbs": ["get", "list", "watch"]}]},
+         "rules": [{"apiGroups": [NRT.group], "resources": [NRT.plural], "verbs": ["get", "list", "watch"]}]
+         + [copy.deepcopy(rule) for rule in rules]},
         _binding(cluster, "ClusterRole", cluster, subject_namespace=namespace),
-        # kube-scheduler's own rights, as the API server keeps them for its version (bootstrap policy)
-        _binding(cluster + ":kube-scheduler", "ClusterRole", "system:kube-scheduler", subject_namespace=namespace),
-        _binding(cluster + ":volume-scheduler", "ClusterRole", "system:volume-scheduler", subject_namespace=namespace),
+        _binding(cluster + ":volume-scheduler", "ClusterRole", VOLUME_SCHEDULER_ROLE, subject_namespace=namespace),
         # the client CA its secure port checks requests with (delegated authentication)
         _binding(cluster + ":authentication-reader", "Role", "extension-apiserver-authentication-reader",
                  namespace="kube-system", subject_namespace=namespace),
@@ -440,6 +527,21 @@ def publisher_objects(params, foreign=()):
 
 # --- what the cluster holds ----------------------------------------------------------------------------
 
+def ours(obj):
+    """Whether ``obj`` (a live NodeResourceTopology) is numa.kube's publisher's alone: the topology
+    stack's labels, and noderesourcetopology.is_ours (no other manager writes its zones or
+    attributes: a co-writer such as NFD's topology-updater keeps the labels it found)."""
+    return owned(obj, STACK) and noderesourcetopology.is_ours(obj)
+
+
+def writer_of(obj):
+    """Who writes ``obj`` (a NodeResourceTopology ``ours`` refuses), in words."""
+    if not owned(obj, STACK):
+        return manager_of(obj)
+    return "numa.kube's label, but its zones or attributes written by field managers %s" % (
+        ", ".join(noderesourcetopology.co_writers(obj)) or "other than numa.kube's publisher")
+
+
 def zone_problem(obj, expected=None):
     """Why ``obj`` (a live NodeResourceTopology, or None) does not yet show what the scheduler
     needs: it is there, numa.kube's publisher wrote it, and it has a zone of type Node named
@@ -447,8 +549,8 @@ def zone_problem(obj, expected=None):
     one otherwise). None when it does."""
     if obj is None:
         return "no %s yet" % NRT.kind
-    if not owned(obj, STACK):
-        return "its %s is written by another publisher (%s), not numa.kube's" % (NRT.kind, manager_of(obj))
+    if not ours(obj):
+        return "its %s is written by another publisher (%s), not numa.kube's" % (NRT.kind, writer_of(obj))
     zones = [z for z in obj.get("zones") or [] if isinstance(z, dict) and z.get("type") == ZONE_TYPE]
     found = sorted((z.get("name") for z in zones), key=lambda name: (len(str(name)), str(name)))
     odd = [name for name in found if not _ZONE_NAME.match(str(name))]
@@ -465,10 +567,46 @@ def zone_problem(obj, expected=None):
 
 
 def foreign_topology(api, names):
-    """{node: its manager} of ``names`` whose NodeResourceTopology numa.kube did not write."""
+    """{node: who writes it} of ``names`` whose NodeResourceTopology is not numa.kube's (ours)."""
     found = api.named(NRT.list_path, names, metadata_only=True)
-    return dict((name, manager_of(obj)) for name, obj in sorted(found.items())
-                if obj is not None and not owned(obj, STACK))
+    return dict((name, writer_of(obj)) for name, obj in sorted(found.items()) if obj is not None and not ours(obj))
+
+
+def namespace_conflict(api, params, what):
+    """TopologyError when numa.kube's topology stack runs in another namespace than ``namespace``:
+    its cluster-scoped objects (bindings, the own-node policy) are one per cluster, and a run here
+    would point them at this namespace and strand the scheduler and publisher there (or, absent,
+    take their rights and leave them). Found by the subjects of the stack's ClusterRoleBindings."""
+    elsewhere = {}
+    for account in (SCHEDULER, PUBLISHER):
+        binding = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+                   "metadata": {"name": "numa-kube:" + account}}
+        live = api.get(path_of(binding))
+        if live is None or not owned(live, STACK):
+            continue
+        for subject in live.get("subjects") or []:
+            there = subject.get("namespace")
+            if subject.get("kind") == "ServiceAccount" and subject.get("name") == account and there and \
+                    there != params["namespace"]:
+                found = "%s names ServiceAccount %s/%s" % (describe(binding), there, account)
+                elsewhere.setdefault(there, []).append(found)
+    if not elsewhere:
+        return
+    problems = []
+    for there, bindings in sorted(elsewhere.items()):
+        running = [describe(obj) for obj in (
+            {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": SCHEDULER, "namespace": there}},
+            {"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": PUBLISHER, "namespace": there}})
+            if api.get(path_of(obj)) is not None]
+        problems.append(
+            "numa.kube's topology scheduler and publisher are deployed in namespace %s (%s; %s), not in namespace %s "
+            "as this run asks: their cluster-scoped objects are one per cluster, so %s here would leave those in %s "
+            "running without their rights; nothing was %s. Keep namespace %s, or remove the stack there first "
+            "(state absent with namespace %s) and run again" % (
+                there, "; ".join(bindings), ", ".join(running) + " still there" if running else
+                "no Deployment or DaemonSet of it left there", params["namespace"],
+                "deploying" if what == "applied" else "removing it", there, what, there, there))
+    raise TopologyError(problems)
 
 
 def crd_plan(api, params, crd):
@@ -501,12 +639,15 @@ def run(api, params, check_mode, wait_for):
     before anything changes."""
     crd = check_options(params)
     if params["state"] == "absent":
-        return _remove(api, params, check_mode)
+        namespace_conflict(api, params, "deleted")
+        return _remove(api, params, check_mode, wait_for)
+    namespace_conflict(api, params, "applied")
     return _deploy(api, params, crd, check_mode, wait_for)
 
 
 def _deploy(api, params, crd, check_mode, wait_for):
     crd, live_crd, crd_entry = crd_plan(api, params, crd)
+    rules = scheduler_rules(api)
     if params["wait"]:
         nodes = selected_nodes(api, params, NRT, TopologyError)
     else:
@@ -514,8 +655,8 @@ def _deploy(api, params, crd, check_mode, wait_for):
     names = [node["metadata"]["name"] for node in nodes]
     # the objects of another publisher are read where they can be: not before the CRD is there
     foreign = foreign_topology(api, names) if live_crd is not None and serves(live_crd, NRT.version) else {}
-    ours = [node for node in nodes if node["metadata"]["name"] not in foreign]
-    selection = unavailable(params, ours, TopologyError) if params["wait"] else None
+    covered = [node for node in nodes if node["metadata"]["name"] not in foreign]
+    selection = unavailable(params, covered, TopologyError) if params["wait"] else None
     text = config_text(params)
     result = StackResult(crd=crd_entry, foreign_topology_nodes=foreign, scheduler_config_sha256=config_digest(text))
     if foreign:
@@ -526,7 +667,7 @@ def _deploy(api, params, crd, check_mode, wait_for):
     namespace = namespace_object(params)
     live_namespace = api.get(path_of(namespace))
     own_namespace = live_namespace is None or owned(live_namespace)
-    scheduler = scheduler_objects(params)
+    scheduler = scheduler_objects(params, rules)
     publisher = publisher_objects(params, foreign)
     # every object of another manager named at once, before anything is applied
     api.claim(([crd] if crd else []) + scheduler + publisher)
@@ -543,15 +684,21 @@ def _deploy(api, params, crd, check_mode, wait_for):
                     % (crd_entry["manager"], NRT.version))
     for obj in scheduler + publisher:
         apply_recorded(api, obj, check_mode, result)
+    for obj in RETIRED:  # the scheduler's own ClusterRole is bound by now
+        changed, before = api.delete(obj, check_mode)
+        if changed:
+            result.record(obj, changed, before, {})
     if check_mode or not params["wait"]:
-        if selection:  # a preview shows what the run would leave out and delete
+        if selection:  # a preview shows what the run would leave out
             warn_down(result, selection[1])
-            _stale_cleanup(api, [n for n in names if n not in foreign], check_mode, result)
+        # against the nodes and pods as they are now: a node deselected whose publisher pod still
+        # runs keeps its object until a later run
+        _stale_cleanup(api, params, check_mode, result)
         return result
     result["wait_seconds"] = {describe(scheduler[-1]): _wait_scheduler(api, params, scheduler[-1], wait_for)}
     wait_rollout(api, params, publisher[-1], selection, wait_for, TopologyError)
     # the publisher no longer runs where it ran before: its objects there would be read as current
-    _stale_cleanup(api, [n for n in names if n not in foreign], check_mode, result)
+    _stale_cleanup(api, params, check_mode, result)
     result["topology_nodes"] = _wait_topologies(api, params, selection, wait_for, result)
     return result
 
@@ -588,17 +735,40 @@ def _wait_scheduler(api, params, deployment, wait_for):
     return round(outcome[2], 1)
 
 
-def _stale_cleanup(api, covered, check_mode, result):
+def _stale_cleanup(api, params, check_mode, result):
     """Delete the NodeResourceTopologies numa.kube's publisher wrote for nodes it no longer covers
-    (the selector changed, a node stopped being aligned): the scheduler would read them as current."""
+    (the Node is gone, or publisher_node_selector no longer matches it): the scheduler would read
+    them as current. The Nodes and the publisher's pods are read now, right before deleting, not
+    at the start of a run that may have waited minutes: an object is deleted only when its Node is
+    not selected now and no publisher pod that may still write it runs there (Ready, or
+    terminating); one that another manager writes (not ``ours``) is named and never deleted."""
     found = api.list(NRT.list_path, label_selector=label_selector(MANAGED_BY))
-    stale = sorted(i["metadata"]["name"] for i in found if i["metadata"]["name"] not in covered)
+    if not found:
+        return
+    selected = set(node["metadata"]["name"] for node in api.nodes(params.get("publisher_node_selector")))
+    candidates = [item for item in found if item["metadata"]["name"] not in selected]
+    running = publisher_pods(api, params["namespace"], PUBLISHER) if candidates else {}
+    stale, held = [], []
+    for item in sorted(candidates, key=lambda obj: obj["metadata"]["name"]):
+        name = item["metadata"]["name"]
+        if not ours(item):
+            result.setdefault("foreign_topology_nodes", {})[name] = writer_of(item)
+        elif name in running:
+            held.append("%s (pod %s)" % (name, running[name]))
+        else:
+            stale.append(name)
     for name in stale:
         obj = NRT.ref(name)
         changed, before = api.delete(obj, check_mode)
         result.record(obj, changed, before, {})
     if stale:
         result["stale_topology_nodes"] = stale
+    if held:
+        result.setdefault("warnings", []).append(
+            "%d %s of node%s no longer selected kept for now: a publisher pod still runs there and could write it "
+            "again (%s); the next run deletes %s once the pod is gone" % (
+                len(held), NRT.kind, "" if len(held) == 1 else "s", "; ".join(held),
+                "it" if len(held) == 1 else "them"))
 
 
 def _wait_topologies(api, params, selection, wait_for, result):
@@ -625,13 +795,14 @@ def _wait_topologies(api, params, selection, wait_for, result):
     return [name for name in names if name not in down]
 
 
-def others_problem(api):
+def others_problem(api, cowritten=None):
     """Why numa.kube's CRD must stay (None when it need not): the NodeResourceTopologies in the
-    cluster that numa.kube did not write, which deleting the CRD would delete. Those are read by a
-    label selector (without numa.kube's managed-by label), so that numa.kube's own objects, one a
-    node, never fill the page."""
+    cluster that numa.kube did not write, which deleting the CRD would delete. Those without
+    numa.kube's managed-by label are read by a label selector, so that numa.kube's own objects, one
+    a node, never fill the page; ``cowritten`` ({name: writer}) adds those with the label that
+    another manager writes (not ``ours``)."""
     answer = api.get(NRT.list_path, label_selector="%s!=%s" % (MANAGED_BY_LABEL, FIELD_MANAGER), limit=LIST_PAGE) or {}
-    items = answer.get("items") or []
+    items = (answer.get("items") or []) + [NRT.ref(name) for name in sorted(cowritten or {})]
     meta = answer.get("metadata") or {}
     if not items:
         return None
@@ -641,19 +812,21 @@ def others_problem(api):
             "until they are gone" % (count, NRT.kind, "" if total == 1 else "s", named(items, total)))
 
 
-def _remove(api, params, check_mode):
-    """absent: the publisher first (its rights with it, so that it writes nothing more), the
-    objects it wrote (by numa.kube's label), the scheduler, then the CRD and the Namespace, each
-    only when numa.kube made it and nothing of another's would go with it."""
+def _remove(api, params, check_mode, wait_for):
+    """absent: the publisher first (node_publisher.remove_publisher: its DaemonSet, its rights,
+    then its policy; with wait its pods gone), the objects it wrote (``ours`` alone: one another
+    manager writes stays, named), the scheduler, then the CRD and the Namespace, each only when
+    numa.kube made it and nothing of another's would go with it."""
     result = StackResult()
     scheduler = scheduler_objects(params)
     publisher = publisher_objects(params)
     namespace = namespace_object(params)
     # read before anything is deleted
     live_crd = api.get(path_of(CRD_REF))
-    crd_held = None
-    if live_crd is not None and owned(live_crd, STACK):
-        crd_held = others_problem(api)
+    cowritten = {}
+    if live_crd is not None and serves(live_crd, NRT.version):
+        cowritten = dict((item["metadata"]["name"], writer_of(item)) for item in
+                         api.list(NRT.list_path, label_selector=label_selector(MANAGED_BY)) if not ours(item))
     namespace_held = namespace_problem(api, namespace, scheduler + publisher, what="for this stack",
                                        fix="It stays; delete it yourself once they are moved")
 
@@ -661,13 +834,22 @@ def _remove(api, params, check_mode):
         changed, before = api.delete(obj, check_mode)
         result.record(obj, changed, before, {})
 
-    for obj in reversed(publisher):
-        remove(obj)
-    for obj, changed, before in published_cleanup(api, NRT, check_mode):
-        result.record(obj, changed, before, {})
+    warnings = []
+    skipped, left = remove_publisher(api, params, publisher, NRT, check_mode, wait_for, result, ours)
+    if left:
+        warnings.append(publisher_pods_left(left, params))
+    foreign = dict((name, cowritten.get(name) or "another manager writes it now") for name in skipped)
+    foreign.update((name, writer) for name, writer in cowritten.items() if name not in foreign)
+    if foreign:
+        result["foreign_topology_nodes"] = foreign
+        warnings.append("%d %s with numa.kube's label that another manager writes kept: %s" % (
+            len(foreign), NRT.kind, "; ".join("%s (%s)" % item for item in sorted(foreign.items()))))
+    # once numa.kube's own objects are gone: those kept hold numa.kube's CRD like any other's
+    crd_held = others_problem(api, foreign) if live_crd is not None and owned(live_crd, STACK) else None
     for obj in reversed(scheduler):
         remove(obj)
-    warnings = []
+    for obj in RETIRED:
+        remove(obj)
     if crd_held:
         result.keep(CRD_REF, reason=crd_held)
         warnings.append("CRD %s: %s" % (CRD_NAME, crd_held))

@@ -56,6 +56,8 @@ from ansible_collections.numa.kube.plugins.module_utils.node_publisher import (
     NUMATOPOLOGY,
     own_node_policy,
     published_cleanup,
+    publisher_pods_left,
+    remove_publisher,
     selected_nodes,
     unavailable,
     wait_rollout,
@@ -454,14 +456,15 @@ def run(api, params, manifest_text, check_mode, wait_for):
         volcano = []
     publisher = publisher_objects(params) if params.get("publisher_image") else []
     if params["state"] == "absent":
-        return _remove(api, params, volcano, publisher, check_mode)
+        return _remove(api, params, volcano, publisher, check_mode, wait_for)
     return _deploy(api, params, volcano, publisher, check_mode, wait_for)
 
 
-def _remove(api, params, volcano, publisher, check_mode):
+def _remove(api, params, volcano, publisher, check_mode, wait_for):
     """absent: the reverse of present's order. The webhooks before their server, the publisher's
-    DaemonSet before the Numatopologies it would otherwise write again, CRDs and Namespaces (when
-    their switch is on) last."""
+    DaemonSet and rights before the Numatopologies it would otherwise write again (with wait, once
+    its pods are gone: node_publisher.remove_publisher), CRDs and Namespaces (when their switch is
+    on) last."""
     problems = absent_problems(api, params, volcano, publisher)
     if problems:
         raise VolcanoError(["nothing was deleted"] + problems)
@@ -472,11 +475,12 @@ def _remove(api, params, volcano, publisher, check_mode):
         result.record(obj, changed, before, {})
 
     webhooks = [obj for obj in volcano if obj["kind"] in WEBHOOK_KINDS]
-    for obj in list(reversed(webhooks)) + list(reversed(publisher)):
+    for obj in reversed(webhooks):
         remove(obj)
     if publisher:
-        for obj, changed, before in publisher_cleanup(api, check_mode):
-            result.record(obj, changed, before, {})
+        _skipped, left = remove_publisher(api, params, publisher, NUMATOPOLOGY, check_mode, wait_for, result)
+        if left:
+            result["warnings"] = [publisher_pods_left(left, params)]
     for obj in reversed(volcano):
         switch = {"CustomResourceDefinition": "delete_crds", "Namespace": "delete_namespace"}.get(obj["kind"])
         if obj["kind"] in WEBHOOK_KINDS:

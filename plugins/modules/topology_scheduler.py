@@ -27,11 +27,16 @@ description:
     (O(cache_resync_period)) and the cache's C(informerMode) (O(informer_mode)) and
     C(foreignPodsDetect) (O(foreign_pods_detect)). Its digest is on the pod template
     (C(numa.kube/scheduler-config-sha256)), so a changed configuration starts a new pod.
-  - The scheduler's rights are kube-scheduler's own, kept by the API server for its version (the
-    ClusterRoles C(system:kube-scheduler) and C(system:volume-scheduler), the Role
-    C(extension-apiserver-authentication-reader) in C(kube-system)), and reading
-    NodeResourceTopologies. C(system:kube-scheduler) also lets it take the C(kube-scheduler) lease,
-    which it never does (no leader election).
+  - The scheduler's rights are its own ClusterRole C(numa-kube:numa-topology-scheduler), which reads
+    NodeResourceTopologies and holds the rules of the live ClusterRole C(system:kube-scheduler) (read at
+    each run, so they follow the API server's version; shown in the diff) less every
+    C(coordination.k8s.io) rule. Without leader election kube-scheduler takes no Lease and makes no
+    LeaseCandidate, so it gets neither, and the default scheduler's C(kube-system/kube-scheduler)
+    lock stays out of its reach. The ClusterRole C(system:volume-scheduler) and the Role
+    C(extension-apiserver-authentication-reader) in C(kube-system) are bound as they are. The task
+    fails, before anything is applied, when either ClusterRole is missing, when
+    C(system:volume-scheduler) grants anything of C(coordination.k8s.io), or when
+    C(system:kube-scheduler) has a rule of every API group over leases.
   - The publisher (C(python3 -m numa_agent nrt-publisher)) writes one C(NodeResourceTopology) per
     node, named as the node, from kubelet's PodResources API, C(/configz) and sysfs, with a zone per
     NUMA node holding its CPUs, memory, huge pages and C(numa-align/numa-N) devices, the Topology Manager
@@ -39,9 +44,13 @@ description:
     a ValidatingAdmissionPolicy (C(numa-kube.nrt-publisher-own-node)) lets each pod write only the
     object of the node its token is bound to.
   - A node whose NodeResourceTopology another publisher writes (NFD's topology-updater, an
-    operator's exporter; an object without numa.kube's managed-by label) is left out of the
-    publisher's DaemonSet by node affinity, named in RV(foreign_topology_nodes) and a warning, and
-    nothing of it is changed; the scheduler reads that publisher's object for it.
+    operator's exporter) is left out of the publisher's DaemonSet by node affinity, named in
+    RV(foreign_topology_nodes) and a warning, and nothing of it is changed or deleted, by any run;
+    the scheduler reads that publisher's object for it. Such an object is one without numa.kube's
+    managed-by label, or one with it whose C(metadata.managedFields) show another manager writing
+    its C(zones) or C(attributes) (an updater that starts after numa.kube's publisher updates the
+    object it finds and keeps its labels). Remove this stack from those nodes before enabling NFD's
+    topology-updater there.
   - The CRD is applied from O(crd) unless a CRD C(noderesourcetopologies.topology.node.k8s.io)
     that numa.kube did not make is installed (NFD's, an operator's). That one is used as it is when
     it serves C(v1alpha2); the task fails naming its manager, before anything is applied, when
@@ -54,15 +63,23 @@ description:
     there, written by numa.kube's publisher, with a zone of type C(Node) named C(node-<id>) per
     NUMA node (exactly the ids in O(numa_nodes) where given). Selected nodes that are NotReady, up
     to O(unavailable_nodes_allowed), are left out and named.
-  - NodeResourceTopologies numa.kube's publisher wrote for nodes it no longer covers (the selector
-    changed, a node stopped being aligned) are deleted once the new DaemonSet has rolled out (with
-    O(wait)), as the scheduler would read them as current; they are named in
-    RV(stale_topology_nodes).
-  - O(state=absent) deletes what numa.kube applied, the publisher first (its rights with it), then
-    the NodeResourceTopologies it wrote (by numa.kube's label; any other publisher's stay), the
-    scheduler, the CRD only when numa.kube made it and no NodeResourceTopology of another publisher
-    is left, and the Namespace only when it holds nothing numa.kube did not make for this stack;
-    either kept is named in RV(objects) and a warning.
+  - NodeResourceTopologies numa.kube's publisher wrote for nodes it no longer covers (the Node is
+    gone, or O(publisher_node_selector) no longer matches it) are deleted, as the scheduler would
+    read them as current; they are named in RV(stale_topology_nodes). The Nodes and the publisher's
+    pods are read again right before deleting (with O(wait), after the rollout; without, at once),
+    so a node selected by then keeps its object, and one where a publisher pod is still Ready or
+    terminating keeps it until a later run (named in a warning).
+  - O(state=absent) deletes what numa.kube applied. The publisher first (its DaemonSet, then its
+    ClusterRoleBinding, so that a pod still terminating can write nothing more, then the own-node
+    policy and the rest), then, with O(wait), once its pods are gone (at most O(wait_timeout)
+    seconds without progress; pods still there are named in a warning), the NodeResourceTopologies
+    it wrote (another manager's stay, those with numa.kube's label named in
+    RV(foreign_topology_nodes)), the scheduler, the CRD only when numa.kube made it and no
+    NodeResourceTopology of another publisher is left, and the Namespace only when it holds nothing
+    numa.kube did not make for this stack; either kept is named in RV(objects) and a warning.
+  - The stack's cluster-scoped objects (its ClusterRoleBindings, the own-node policy) are one per
+    cluster. A run whose O(namespace) is not the one the stack's ClusterRoleBindings name fails,
+    before anything changes, naming that namespace; keep it, or remove the stack there first.
 author:
   - numa.kube contributors (@numa-kube)
 extends_documentation_fragment:
@@ -192,7 +209,9 @@ options:
     type: dict
     default: {}
   wait:
-    description: Whether to wait for the CRD, the scheduler, the publisher and its NodeResourceTopologies.
+    description:
+      - Whether to wait for the CRD, the scheduler, the publisher and its NodeResourceTopologies;
+        with O(state=absent), for the publisher's pods to be gone before its objects are deleted.
     type: bool
     default: true
   max_unavailable:
@@ -277,9 +296,11 @@ crd:
   sample: {name: noderesourcetopologies.topology.node.k8s.io, numa_kube: false, manager: "field managers nfd-master"}
 foreign_topology_nodes:
   description:
-    - Selected nodes whose NodeResourceTopology another publisher writes, with its manager, left
-      out of numa.kube's publisher (nothing of theirs is changed). Also given as a warning.
-  returned: when state is present
+    - Nodes whose NodeResourceTopology another publisher writes, with who writes it, never changed
+      nor deleted. With O(state=present), the selected ones (left out of numa.kube's publisher)
+      and those of nodes no longer selected that carry numa.kube's label; with O(state=absent),
+      those carrying numa.kube's label (kept). Also given as a warning.
+  returned: when state is present; with state absent, when there are any
   type: dict
   sample: {worker-3: "field managers nfd-topology-updater"}
 topology_nodes:
@@ -289,7 +310,7 @@ topology_nodes:
   elements: str
   sample: [worker-1, worker-2]
 stale_topology_nodes:
-  description: Nodes the publisher no longer covers whose NodeResourceTopology it had written, deleted (or to be, in check mode).
+  description: Nodes the publisher no longer covers whose NodeResourceTopology it had written, deleted (or to be, in check mode); with or without O(wait).
   returned: when there were any
   type: list
   elements: str

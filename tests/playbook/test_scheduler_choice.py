@@ -23,11 +23,13 @@ OFF = {"kernel_args_manage": False, "kubelet_manage": False, "containerd_nri_man
 ROLES = {"volcano": "numa.kube.volcano", "topology": "numa.kube.topology_scheduler"}
 
 
-def play(tmp_path, extra):
+def play(tmp_path, extra, hosts=None):
+    """site.yml in check mode on local hosts (``hosts``: name -> its own variables; node01 alone by default)."""
     host = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable,
             "rollout_marker_dir": str(tmp_path / "record")}
     inventory = tmp_path / "hosts.json"
-    inventory.write_text(json.dumps({"all": {"children": {"numa_nodes": {"hosts": {"node01": host}}}}}))
+    inventory.write_text(json.dumps({"all": {"children": {"numa_nodes": {"hosts": dict(
+        (name, dict(host, **own)) for name, own in (hosts or {"node01": {}}).items())}}}}))
     env = dict(os.environ, ANSIBLE_STDOUT_CALLBACK="ansible.builtin.json", ANSIBLE_NOCOLOR="1",
                ANSIBLE_COLLECTIONS_PATH=os.path.join(ROOT, ".venv", "collections"),
                ANSIBLE_LOCAL_TEMP=str(tmp_path / "tmp"), ANSIBLE_HOME=str(tmp_path / "home"))
@@ -87,3 +89,22 @@ def test_the_preflight_refuses_an_unknown_scheduling_stack(tmp_path, value, prob
     message = task["hosts"]["node01"]["msg"]
     assert message.startswith("numa_kube_schedulers is %s: %s" % (json.dumps(value), problem)), message
     assert "each volcano" in message and "or topology" in message and "[volcano, topology]" in message, message
+
+
+def test_the_preflight_refuses_hosts_that_resolve_to_different_stacks_naming_them(tmp_path):
+    """The stacks are deployed once (run_once): hosts that disagree would leave the choice to the
+    first host, so --limit or the host order would change what is deployed or removed."""
+    hosts = {"node01": {"numa_kube_schedulers": ["topology"]}, "node02": {"numa_kube_schedulers": ["volcano"]},
+             "node03": {"numa_kube_schedulers": ["volcano"], "volcano_manage": False, "topology_scheduler_manage": True}}
+    done, report = play(tmp_path, {}, hosts)
+    assert done.returncode != 0
+    assert len(report["plays"]) == 1, "no node was changed and no stack deployed"
+    task = [task for task in report["plays"][0]["tasks"]
+            if task["task"]["name"] == "Check that every node resolves to the same scheduling stacks"][0]
+    (result,) = [result for result in task["hosts"].values() if result.get("failed")]
+    assert result["msg"].startswith(
+        "the scheduling stacks are one choice for the whole cluster, but the hosts of this play resolve "
+        "numa_kube_schedulers, volcano_manage and topology_scheduler_manage to different ones: topology for node01, "
+        "node03; volcano for node02. Set them once for every host"), result["msg"]
+    done, report = play(tmp_path, {"numa_kube_schedulers": []}, dict((name, {}) for name in hosts))
+    assert done.returncode == 0, done.stdout[-3000:]

@@ -19,7 +19,7 @@ import hashlib
 import pytest
 import yaml
 
-from ansible_collections.numa.kube.plugins.module_utils import kube_api, topology_scheduler as ts
+from ansible_collections.numa.kube.plugins.module_utils import kube_api, noderesourcetopology, topology_scheduler as ts
 from ansible_collections.numa.kube.plugins.module_utils.kube_api import (
     MANAGED_BY_LABEL,
     STACK_LABEL,
@@ -54,6 +54,47 @@ DEPLOYMENT = "/apis/apps/v1/namespaces/numa-kube-topology/deployments/numa-topol
 DAEMONSET = "/apis/apps/v1/namespaces/numa-kube-topology/daemonsets/numa-nrt-publisher"
 CONFIGMAP = "/api/v1/namespaces/numa-kube-topology/configmaps/numa-topology-scheduler"
 NFD = {"managedFields": [{"manager": "nfd-topology-updater"}]}
+# an object numa.kube's publisher made that NFD's topology-updater, started later, now writes too:
+# it keeps the labels it found, and the API server records its writes of zones and attributes
+CO_WRITTEN = {"managedFields": [
+    {"manager": "numa-kube-nrt-publisher", "operation": "Update", "fieldsType": "FieldsV1",
+     "fieldsV1": {"f:metadata": {"f:labels": {}}, "f:zones": {}, "f:attributes": {}}},
+    {"manager": "nfd-topology-updater", "operation": "Update", "fieldsType": "FieldsV1",
+     "fieldsV1": {"f:zones": {}, "f:attributes": {}}}]}
+ROLES = "/apis/rbac.authorization.k8s.io/v1/clusterroles/"
+PODS = "/api/v1/namespaces/numa-kube-topology/pods"
+LEASES = "coordination.k8s.io"
+# system:kube-scheduler and system:volume-scheduler as the API server's bootstrap policy makes them
+# (kubernetes plugin/pkg/auth/authorizer/rbac/bootstrappolicy/policy.go), shortened
+KUBE_SCHEDULER_RULES = [
+    {"apiGroups": ["", "events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch", "update"]},
+    {"apiGroups": [LEASES], "resources": ["leases"], "verbs": ["create"]},
+    {"apiGroups": [LEASES], "resources": ["leases"], "resourceNames": ["kube-scheduler"],
+     "verbs": ["get", "update", "list", "watch"]},
+    {"apiGroups": [LEASES], "resources": ["leasecandidates"],
+     "verbs": ["create", "delete", "deletecollection", "patch", "update", "get", "list", "watch"]},
+    {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch"]},
+    {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch", "delete"]},
+    {"apiGroups": [""], "resources": ["bindings", "pods/binding"], "verbs": ["create"]},
+    {"apiGroups": [""], "resources": ["pods/status"], "verbs": ["patch", "update"]},
+    {"apiGroups": ["authentication.k8s.io"], "resources": ["tokenreviews"], "verbs": ["create"]},
+]
+VOLUME_SCHEDULER_RULES = [
+    {"apiGroups": [""], "resources": ["persistentvolumes"], "verbs": ["get", "list", "patch", "update", "watch"]},
+    {"apiGroups": ["storage.k8s.io"], "resources": ["storageclasses"], "verbs": ["get", "list", "watch"]},
+]
+
+
+def cluster_role(name, rules):
+    return {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+            "metadata": {"name": name, "annotations": {"rbac.authorization.kubernetes.io/autoupdate": "true"},
+                         "labels": {"kubernetes.io/bootstrapping": "rbac-defaults"}}, "rules": rules}
+
+
+def grants_leases(rule):
+    """Whether an RBAC rule lets its holder do anything to a Lease or a LeaseCandidate (the test's own reading)."""
+    groups, resources = rule.get("apiGroups") or [], rule.get("resources") or []
+    return bool(set(groups) & {LEASES, "*"}) and bool(set(resources) & {"leases", "leasecandidates", "*"})
 
 
 @pytest.fixture
@@ -91,13 +132,18 @@ def topology(name, zones=2, labels=None, meta=None):
 
 class Cluster(object):
     """The API as the module sees it, with kube_api's ownership rules (numa.kube's labels and the
-    stack's on what it applies, refusals and ``kept`` for others' objects, ``adopt``), CRDs
-    Established once applied, Deployments available, and a DaemonSet that covers the Nodes its
-    template's nodeSelector and node affinity admit and, like the node agent, writes their
-    NodeResourceTopology (never over another publisher's)."""
+    stack's on what it applies, refusals and ``kept`` for others' objects, ``adopt``: a delete
+    goes by the label alone, as kube_api's does), CRDs Established once applied, Deployments
+    available, the API server's own ClusterRoles (``system``), and a DaemonSet that covers the
+    Nodes its template's nodeSelector and node affinity admit and, like the node agent, writes
+    their NodeResourceTopology (never one noderesourcetopology.is_ours refuses)."""
 
     def __init__(self, nodes=("w1", "w2", "w3"), zones=2, adopt=False):
         self.store, self.calls, self.kept, self.adopt, self.zones = {}, [], [], adopt, zones
+        # what the API server makes itself: read, never applied nor deleted by the stack
+        self.system = {ROLES + "system:kube-scheduler": cluster_role("system:kube-scheduler", KUBE_SCHEDULER_RULES),
+                       ROLES + "system:volume-scheduler": cluster_role("system:volume-scheduler",
+                                                                       VOLUME_SCHEDULER_RULES)}
         self.node_list = [{"metadata": {"name": name, "labels": {}},
                            "status": {"conditions": [{"type": "Ready", "status": "True"}]}} for name in nodes]
 
@@ -120,6 +166,8 @@ class Cluster(object):
         self.calls.append(("get", path))
         if path in self.store:
             return self._with_status(copy.deepcopy(self.store[path]))
+        if path in self.system:
+            return copy.deepcopy(self.system[path])
         items = [copy.deepcopy(o) for p, o in sorted(self.store.items()) if p.rsplit("/", 1)[0] == path]
         if not items and not any(p.startswith(path + "/") for p in self.store) and "/noderesourcetopologies" in path \
                 and CRD_PATH not in self.store:
@@ -184,7 +232,7 @@ class Cluster(object):
     def _publish(self, daemonset):
         for name in self.covered(daemonset):
             live = self.store.get("%s/%s" % (NRT_LIST, name))
-            if live is not None and not owned(live):
+            if live is not None and not noderesourcetopology.is_ours(live):
                 live["zones"] = []  # the node agent would never; a test sees it if it ran there
                 continue
             self.store["%s/%s" % (NRT_LIST, name)] = topology(name, self.zones)
@@ -257,20 +305,74 @@ def test_the_deployment_runs_the_binary_with_the_mounted_configuration_and_carri
     assert deployment["spec"]["selector"]["matchLabels"].items() <= template["metadata"]["labels"].items()
 
 
-def test_the_scheduler_has_kube_schedulers_rights_and_reads_topologies_and_no_more(crd_file):
-    objects = by_kind(ts.scheduler_objects(params(crd_file)))
+def test_the_scheduler_has_kube_schedulers_rights_less_leases_and_reads_topologies(crd_file):
+    objects = by_kind(ts.scheduler_objects(params(crd_file), ts.without_leases(KUBE_SCHEDULER_RULES)))
     (role,) = objects["ClusterRole"]
-    assert role["rules"] == [{"apiGroups": ["topology.node.k8s.io"], "resources": ["noderesourcetopologies"],
-                              "verbs": ["get", "list", "watch"]}]
+    assert role["rules"][0] == {"apiGroups": ["topology.node.k8s.io"], "resources": ["noderesourcetopologies"],
+                                "verbs": ["get", "list", "watch"]}
+    assert role["rules"][1:] == [rule for rule in KUBE_SCHEDULER_RULES if rule["apiGroups"] != [LEASES]], \
+        "every rule of kube-scheduler's but the lease ones, as they are"
+    assert not [rule for rule in role["rules"] if grants_leases(rule)]
     bound = sorted((b["kind"], b["metadata"].get("namespace"), b["roleRef"]["kind"], b["roleRef"]["name"])
                    for b in objects["ClusterRoleBinding"] + objects["RoleBinding"])
     assert bound == [("ClusterRoleBinding", None, "ClusterRole", "numa-kube:numa-topology-scheduler"),
-                     ("ClusterRoleBinding", None, "ClusterRole", "system:kube-scheduler"),
                      ("ClusterRoleBinding", None, "ClusterRole", "system:volume-scheduler"),
-                     ("RoleBinding", "kube-system", "Role", "extension-apiserver-authentication-reader")]
+                     ("RoleBinding", "kube-system", "Role", "extension-apiserver-authentication-reader")], \
+        "system:kube-scheduler itself is not bound: it grants the default scheduler's lease"
     for binding in objects["ClusterRoleBinding"] + objects["RoleBinding"]:
         assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "numa-topology-scheduler",
                                         "namespace": "numa-kube-topology"}]
+
+
+def test_the_lease_group_is_taken_out_of_a_mixed_rule_and_a_wildcard_over_leases_is_refused():
+    mixed = {"apiGroups": ["", LEASES], "resources": ["events", "leases"], "verbs": ["create"]}
+    urls = {"nonResourceURLs": ["/healthz"], "verbs": ["get"]}
+    assert ts.without_leases([mixed, urls]) == [dict(mixed, apiGroups=[""]), urls]
+    assert mixed["apiGroups"] == ["", LEASES], "the live rules are not changed in place"
+    assert ts.without_leases([{"apiGroups": ["*"], "resources": ["pods"], "verbs": ["get"]}]) == [
+        {"apiGroups": ["*"], "resources": ["pods"], "verbs": ["get"]}], "a wildcard group over other resources stays"
+    for resources in (["*"], ["leasecandidates"]):
+        with pytest.raises(ts.TopologyError, match="ClusterRole system:kube-scheduler has a rule for every API group "
+                                                   "that covers leases"):
+            ts.without_leases([{"apiGroups": ["*"], "resources": resources, "verbs": ["get"]}])
+
+
+def test_the_scheduler_role_is_read_from_the_live_one_and_shown_in_the_diff(crd_file):
+    api = Cluster()
+    extra = {"apiGroups": ["resource.k8s.io"], "resources": ["resourceclaims"], "verbs": ["get", "list", "watch"]}
+    api.system[ROLES + "system:kube-scheduler"]["rules"].append(extra)  # a newer server's rule
+    api.put(dict(ts.RETIRED[0], roleRef={"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                                         "name": "system:kube-scheduler"},
+                 metadata=dict(ts.RETIRED[0]["metadata"], labels={MANAGED_BY_LABEL: "numa.kube",
+                                                                  STACK_LABEL: "topology"})))
+    result = ts.run(api, params(crd_file), True, no_wait)
+    role = [d for d in result["diff"] if d["after_header"] == "ClusterRole numa-kube:numa-topology-scheduler"][0]
+    assert extra in role["after"]["rules"] and not [r for r in role["after"]["rules"] if grants_leases(r)]
+    assert {"object": "ClusterRoleBinding numa-kube:numa-topology-scheduler:kube-scheduler", "changed": True} in \
+        result["objects"], "the binding of system:kube-scheduler an earlier build made goes"
+    ts.run(api, params(crd_file), False, no_wait)
+    live = api.store[ROLES + "numa-kube:numa-topology-scheduler"]
+    assert extra in live["rules"] and not [r for r in live["rules"] if grants_leases(r)]
+    assert path_of(ts.RETIRED[0]) not in api.store
+    assert not [p for p in api.store if "kube-scheduler" in p.rsplit("/", 1)[1]]
+
+
+@pytest.mark.parametrize("role,rules,words", [
+    ("system:kube-scheduler", None, "ClusterRole system:kube-scheduler is not in the cluster"),
+    ("system:volume-scheduler", None, "ClusterRole system:volume-scheduler is not in the cluster"),
+    ("system:volume-scheduler", VOLUME_SCHEDULER_RULES + [{"apiGroups": [LEASES], "resources": ["leases"],
+                                                           "verbs": ["get"]}],
+     "ClusterRole system:volume-scheduler grants coordination.k8s.io"),
+])
+def test_a_missing_or_leasing_system_role_is_refused_before_anything_changes(crd_file, role, rules, words):
+    api = Cluster()
+    if rules is None:
+        del api.system[ROLES + role]
+    else:
+        api.system[ROLES + role]["rules"] = rules
+    with pytest.raises(ts.TopologyError, match=words + ".*nothing was applied"):
+        ts.run(api, params(crd_file), False, no_wait)
+    assert api.changes() == []
 
 
 def test_the_publisher_writes_only_its_own_nodes_topology(crd_file):
@@ -312,9 +414,10 @@ def test_present_deploys_proves_each_node_and_a_second_run_changes_nothing(crd_f
     assert applied.index("Deployment numa-kube-topology/numa-topology-scheduler") < \
         applied.index("DaemonSet numa-kube-topology/numa-nrt-publisher") == len(applied) - 1
     api.calls = []
+    before = copy.deepcopy(api.store)
     again = ts.run(api, params(crd_file), False, no_wait)
     assert again["changed"] is False and again["diff"] == []
-    assert [o for o in again["objects"] if o["changed"]] == [] and not [c for c in api.calls if c[0] == "delete"]
+    assert [o for o in again["objects"] if o["changed"]] == [] and api.store == before
 
 
 def test_check_mode_changes_nothing_and_shows_every_object(crd_file):
@@ -474,6 +577,126 @@ def test_topologies_numa_kube_wrote_for_nodes_it_no_longer_covers_are_deleted(cr
     assert sorted(api.objects("NodeResourceTopology")) == ["gone", "w3"]
 
 
+def test_a_topology_another_updater_co_writes_under_numa_kubes_label_is_named_left_out_and_untouched(crd_file):
+    """NFD's topology-updater started after numa.kube's publisher: it updates the object it finds,
+    labels and all; managedFields show it writing zones and attributes (review finding 1)."""
+    api, _result = deployed(crd_file)
+    shared = copy.deepcopy(api.store[NRT_LIST + "/w2"])
+    shared["metadata"].update(copy.deepcopy(CO_WRITTEN))
+    shared["zones"] = shared["zones"][:1]
+    api.put(shared)
+    assert owned(shared, "topology"), "the label alone would call it numa.kube's"
+    api.calls = []
+    result = ts.run(api, params(crd_file), False, no_wait)
+    writer = "numa.kube's label, but its zones or attributes written by field managers nfd-topology-updater"
+    assert result["foreign_topology_nodes"] == {"w2": writer}
+    assert api.store[NRT_LIST + "/w2"] == shared
+    pod = api.store[DAEMONSET]["spec"]["template"]["spec"]
+    assert pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"] == [
+        {"matchFields": [{"key": "metadata.name", "operator": "NotIn", "values": ["w2"]}]}]
+    assert result["topology_nodes"] == ["w1", "w3"]
+    assert not [c for c in api.calls if c[0] in ("apply", "delete") and c[1].endswith(" w2")]
+    assert ts.zone_problem(shared) == "its NodeResourceTopology is written by another publisher (%s), not " \
+                                      "numa.kube's" % writer
+    # the node leaves the selection: the stale clean-up names it and leaves it
+    api.node_list[1]["metadata"]["labels"]["pool"] = "b"
+    for node in (api.node_list[0], api.node_list[2]):
+        node["metadata"]["labels"]["pool"] = "a"
+    result = ts.run(api, params(crd_file, publisher_node_selector={"pool": "a"}), False, no_wait)
+    assert api.store[NRT_LIST + "/w2"] == shared and "stale_topology_nodes" not in result
+    assert result["foreign_topology_nodes"] == {"w2": writer}
+    # absent keeps it, names it, and it holds numa.kube's CRD as any other publisher's object does
+    result = ts.run(api, params(None, state="absent"), False, no_wait)
+    assert sorted(api.objects("NodeResourceTopology")) == ["w2"] and api.store[NRT_LIST + "/w2"] == shared
+    assert result["foreign_topology_nodes"] == {"w2": writer}
+    assert any(w.startswith("1 NodeResourceTopology with numa.kube's label that another manager writes kept: w2 (")
+               for w in result["warnings"])
+    assert CRD_PATH in api.store
+    assert [o["reason"] for o in result["objects"] if o.get("kept")] == [
+        "it still serves 1 NodeResourceTopology object numa.kube did not write (w2), which deleting it would delete: "
+        "it stays until they are gone"]
+
+
+def test_the_stale_clean_up_reads_the_nodes_again_right_before_deleting(crd_file):
+    """A node that gets the selector's label while the run waits keeps the object its new publisher
+    pod wrote (review finding 4: the run's first node list is minutes old by then)."""
+    api, _result = deployed(crd_file)
+    for node in api.node_list[:2]:
+        node["metadata"]["labels"]["pool"] = "a"
+
+    def joining(check, timeout, progress=None):
+        api.node_list[2]["metadata"]["labels"]["pool"] = "a"  # labelled while the scheduler starts
+        return no_wait(check, timeout, progress)
+
+    result = ts.run(api, params(crd_file, publisher_node_selector={"pool": "a"}), False, joining)
+    assert sorted(api.objects("NodeResourceTopology")) == ["w1", "w2", "w3"]
+    assert "stale_topology_nodes" not in result
+
+
+def publisher_pod(node, ready=True, deleting=False):
+    meta = {"name": "numa-nrt-publisher-" + node, "namespace": "numa-kube-topology",
+            "labels": {"app": "numa-nrt-publisher"},
+            "ownerReferences": [{"kind": "DaemonSet", "name": "numa-nrt-publisher"}]}
+    if deleting:
+        meta["deletionTimestamp"] = "2026-11-26T06:00:00Z"
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": {"nodeName": node},
+            "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True" if ready else "False"}]}}
+
+
+@pytest.mark.parametrize("wait", [True, False], ids=["wait", "no wait"])
+def test_a_node_still_running_a_publisher_pod_keeps_its_topology_until_the_pod_is_gone(crd_file, wait):
+    api, _result = deployed(crd_file)
+    for node in api.node_list[:1]:
+        node["metadata"]["labels"]["pool"] = "a"
+    api.put(publisher_pod("w2"))
+    api.put(publisher_pod("w3", ready=False, deleting=True))  # terminating: it may still write
+    changes = {"publisher_node_selector": {"pool": "a"}, "wait": wait}
+    result = ts.run(api, params(crd_file, **changes), False, no_wait)
+    assert sorted(api.objects("NodeResourceTopology")) == ["w1", "w2", "w3"] and "stale_topology_nodes" not in result
+    assert any(w.startswith("2 NodeResourceTopology of nodes no longer selected kept for now: a publisher pod still "
+                            "runs there and could write it again (w2 (pod numa-nrt-publisher-w2); w3 (pod "
+                            "numa-nrt-publisher-w3))") for w in result["warnings"])
+    api.put(publisher_pod("w2", ready=False))  # no longer Ready, not being deleted: writes nothing
+    del api.store[PODS + "/numa-nrt-publisher-w3"]
+    result = ts.run(api, params(crd_file, **changes), False, no_wait)
+    assert result["stale_topology_nodes"] == ["w2", "w3"], "with wait false too (against the nodes as they are now)"
+    assert sorted(api.objects("NodeResourceTopology")) == ["w1"]
+
+
+def test_a_preview_names_the_stale_topologies_without_deleting_them(crd_file):
+    api, _result = deployed(crd_file)
+    api.node_list[0]["metadata"]["labels"]["pool"] = "a"
+    before = copy.deepcopy(api.store)
+    result = ts.run(api, params(crd_file, publisher_node_selector={"pool": "a"}, wait=False), True, no_wait)
+    assert result["stale_topology_nodes"] == ["w2", "w3"] and api.store == before
+
+
+# --- the namespace ---------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("state", ["present", "absent"])
+def test_a_run_in_another_namespace_than_the_deployed_stack_is_refused_naming_it(crd_file, state):
+    api, _result = deployed(crd_file)
+    before = copy.deepcopy(api.store)
+    api.calls = []
+    with pytest.raises(ts.TopologyError) as caught:
+        ts.run(api, params(crd_file, namespace="numa-kube-nrt", state=state), False, no_wait)
+    message = str(caught.value)
+    assert message.startswith(
+        "numa.kube's topology scheduler and publisher are deployed in namespace numa-kube-topology (ClusterRoleBinding "
+        "numa-kube:numa-topology-scheduler names ServiceAccount numa-kube-topology/numa-topology-scheduler; "
+        "ClusterRoleBinding numa-kube:numa-nrt-publisher names ServiceAccount numa-kube-topology/numa-nrt-publisher; "
+        "Deployment numa-kube-topology/numa-topology-scheduler, DaemonSet numa-kube-topology/numa-nrt-publisher still "
+        "there), not in namespace numa-kube-nrt as this run asks"), message
+    assert message.endswith("Keep namespace numa-kube-topology, or remove the stack there first (state absent with "
+                            "namespace numa-kube-topology) and run again")
+    assert ("nothing was applied" if state == "present" else "nothing was deleted") in message
+    assert api.store == before and api.changes() == []
+    ts.run(api, params(None, state="absent"), False, no_wait)
+    ts.run(api, params(crd_file, namespace="numa-kube-nrt"), False, no_wait)
+    assert api.store[ROLES.replace("clusterroles", "clusterrolebindings") + "numa-kube:numa-nrt-publisher"][
+        "subjects"][0]["namespace"] == "numa-kube-nrt"
+
+
 # --- absent ----------------------------------------------------------------------------------------------
 
 def test_absent_removes_what_numa_kube_made_and_keeps_the_crd_others_still_use(crd_file):
@@ -489,7 +712,10 @@ def test_absent_removes_what_numa_kube_made_and_keeps_the_crd_others_still_use(c
                                              "(w9), which deleting it would delete: it stays until they are gone"}]
     assert sorted(p for p in api.store) == [CRD_PATH, NRT_LIST + "/w9"], "everything else of the stack is gone"
     deleted = [c[1] for c in api.changes()]
-    assert deleted[0] == "DaemonSet numa-kube-topology/numa-nrt-publisher"
+    assert deleted[:3] == ["DaemonSet numa-kube-topology/numa-nrt-publisher",
+                           "ClusterRoleBinding numa-kube:numa-nrt-publisher",
+                           "ValidatingAdmissionPolicyBinding numa-kube.nrt-publisher-own-node"], \
+        "no new pod, then no rights, and only then no own-node policy"
     assert deleted.index("ClusterRoleBinding numa-kube:numa-nrt-publisher") < deleted.index("NodeResourceTopology w1"), \
         "the publisher loses its rights before its objects go"
     assert deleted[-1] == "Namespace numa-kube-topology"

@@ -249,18 +249,21 @@ def test_an_unknown_kubelet_tls_mode_is_refused():
 
 
 class ListingApi(object):
-    """A list of Numatopologies by label selector, and deletes that honour numa.kube's label."""
+    """A list of Numatopologies by label selector (KubeApi.list: read page by page; a plain GET of
+    the collection would be one unpaged answer, and fails here), and deletes."""
 
     def __init__(self, items):
         self.items, self.calls = items, []
 
     def get(self, path, **params):
-        self.calls.append(("get", path, params))
-        if self.items is None:  # no CRD
-            return None
+        raise AssertionError("an unpaged GET of %s" % path)
+
+    def list(self, path, **params):
+        self.calls.append(("list", path, params))
+        if self.items is None:  # no CRD: KubeApi.get answers None for the collection, list nothing
+            return []
         wanted = dict(part.split("=") for part in params["label_selector"].split(","))
-        return {"items": [obj for obj in self.items
-                          if all(obj["metadata"].get("labels", {}).get(k) == v for k, v in wanted.items())]}
+        return [obj for obj in self.items if all(obj["metadata"].get("labels", {}).get(k) == v for k, v in wanted.items())]
 
     def delete(self, obj, check_mode=False):
         self.calls.append(("delete", obj["metadata"]["name"], check_mode))
@@ -277,7 +280,7 @@ def test_absent_removes_the_numatopologies_the_publisher_wrote_and_no_other():
     api = ListingApi([_numatopology("w2", ours), _numatopology("exporter-node", {"app": "resource-exporter"}),
                       _numatopology("w1", ours)])
     done = volcano_stack.publisher_cleanup(api, check_mode=True)
-    assert api.calls[0] == ("get", "/apis/nodeinfo.volcano.sh/v1alpha1/numatopologies",
+    assert api.calls[0] == ("list", "/apis/nodeinfo.volcano.sh/v1alpha1/numatopologies",
                             {"label_selector": "app.kubernetes.io/managed-by=numa.kube"})
     assert api.calls[1:] == [("delete", "w1", True), ("delete", "w2", True)]
     assert [(obj["kind"], obj["metadata"]["name"], changed) for obj, changed, _before in done] == \
@@ -288,7 +291,7 @@ def test_absent_removes_the_numatopologies_the_publisher_wrote_and_no_other():
 def test_absent_without_the_numatopology_crd_has_nothing_to_remove():
     api = ListingApi(None)
     assert volcano_stack.publisher_cleanup(api, check_mode=False) == []
-    assert [call[0] for call in api.calls] == ["get"]
+    assert [call[0] for call in api.calls] == ["list"]
 
 
 # --- checks before anything is applied, order, what absent may delete ------------------------------------
@@ -339,6 +342,10 @@ class Cluster(object):
 
     def named(self, list_path, names, **params):
         return dict((name, self.get("%s/%s" % (list_path, name))) for name in names)
+
+    def list(self, path, **params):
+        """KubeApi.list itself over this get: page by page, two items a page here."""
+        return kube_api.KubeApi.list(self, path, page=2, **params)
 
     def get(self, path, **params):
         if path in self.lists:
@@ -634,6 +641,51 @@ def test_numatopologies_the_publisher_made_do_not_hold_the_crd_when_the_publishe
     problems = refusal(params, api=api)
     assert problems[1].startswith("CRD numatopologies.nodeinfo.volcano.sh still has 1 Numatopology object in the "
                                   "cluster (w2): ")
+
+
+def pods_going(api, path, rounds=1):
+    """A wait_for that calls its check until done, the pods at ``path`` gone after ``rounds`` calls
+    (as the garbage collector takes a deleted DaemonSet's pods), marking that moment in ``events``."""
+    def wait_for(check, timeout, progress=None):
+        for call in range(rounds + 1):
+            if call == rounds and api.lists.get(path):
+                api.lists[path] = []
+                api.events.append(("pods gone",))
+            done, value = check()
+            if done:
+                return done, value, float(call)
+        return done, value, float(rounds)
+    return wait_for
+
+
+def test_absent_takes_the_publishers_rights_before_its_policy_and_its_objects_once_its_pods_are_gone():
+    api = deployed(dict(ADMISSION, publisher_image="r/agent:1"))
+    served(api)
+    pods = "/api/v1/namespaces/volcano-system/pods"
+    api.lists[pods] = [{"metadata": {"name": "numa-topology-publisher-%d" % i, "labels": {"app": "numa-topology-publisher"}}}
+                       for i in range(3)]
+    api.lists[NUMATOPOLOGIES] = [{"metadata": {"name": "w1", "labels": OWNED}}]
+    params = dict(ADMISSION, state="absent", publisher_image="r/agent:1")
+    volcano_stack.run(api, params, MANIFEST, False, pods_going(api, pods))
+    order = [e[1] if e[0] == "delete" else e[0] for e in api.events if e[0] in ("delete", "pods gone")]
+    publisher = order[order.index("DaemonSet volcano-system/numa-topology-publisher"):]
+    assert publisher[:7] == [
+        "DaemonSet volcano-system/numa-topology-publisher", "ClusterRoleBinding numa-kube:numa-topology-publisher",
+        "ValidatingAdmissionPolicyBinding numa-kube.publisher-own-node", "ValidatingAdmissionPolicy "
+        "numa-kube.publisher-own-node", "ClusterRole numa-kube:numa-topology-publisher",
+        "ServiceAccount volcano-system/numa-topology-publisher", "pods gone"], \
+        "no new pod, then no rights, and only then no own-node policy; its objects once its pods are gone"
+    assert publisher[7] == "Numatopology w1"
+    # pods that stay (a node down) have no rights left: the objects go anyway, and a warning says so
+    api.events = []
+    api.lists[pods] = [{"metadata": {"name": "numa-topology-publisher-x", "labels": {"app": "numa-topology-publisher"}}}]
+    result = volcano_stack.run(api, params, MANIFEST, False, no_wait)
+    assert result["warnings"][0].startswith("1 pod of the publisher was still there after waiting "
+                                            "(numa-topology-publisher-x; 5s without progress at most): it has no rights")
+    assert ("delete", "Numatopology w1", False) in api.events
+    api.events = []
+    volcano_stack.run(api, params, MANIFEST, True, pods_going(api, pods, rounds=5))
+    assert ("pods gone",) not in api.events, "check mode deletes nothing, so waits for nothing"
 
 
 def test_a_crd_numa_kube_did_not_make_is_neither_checked_nor_deleted():
