@@ -5,13 +5,16 @@
 
     python3 tools/bench_fleet.py [--nodes 10,100,1000] [--scenarios healthy,late,update] [--collection DIR]
 
-Each module (numa_resource_plugin, numa_monitoring, volcano_stack with the Numatopology publisher)
-runs its main() in this process, with its own defaults, against a loopback HTTP stand-in of the
-API server (``Fleet``): the real kubernetes client, real HTTP, real JSON. The stand-in serves
-Nodes (``limit``/``continue`` pages, label selectors), objects applied by server-side apply,
-DaemonSets whose status moves as a rollout would, their pods, the pod and node proxy paths the
-modules read (kubelet's /configz, the exporter's /healthz and /metrics), Numatopologies and the
-CRD and discovery answers. Time is virtual: the modules' KubeApi gets a clock that only its
+Each module (numa_resource_plugin, numa_monitoring, volcano_stack with the Numatopology publisher,
+topology_scheduler with the NodeResourceTopology publisher) runs its main() in this process, with
+its own defaults, against a loopback HTTP stand-in of the API server (``Fleet``): the real
+kubernetes client, real HTTP, real JSON. The stand-in serves Nodes (``limit``/``continue`` pages,
+label selectors), objects applied by server-side apply, DaemonSets whose status moves as a
+rollout would, their pods (paged, labelled with the template generation they run, as the DaemonSet
+controller labels them), a Deployment of one replica replaced whole, the pod and node proxy paths
+the modules read (kubelet's /configz, the exporter's /healthz and /metrics), the API server's own
+ClusterRoles, Numatopologies, NodeResourceTopologies (served once their CRD is Established) and
+the CRD and discovery answers. Time is virtual: the modules' KubeApi gets a clock that only its
 sleeps move, and the rollouts follow that clock, so a node 30 s late costs no real time.
 
 Scenarios: ``healthy`` (a first install: every pod available 4-7 s after its DaemonSet is made),
@@ -47,6 +50,18 @@ ALIGNED_LABELS = {"numa.kube/aligned": "true", "numa.kube/cpu-manager-policy": "
                   "numa.kube/topology-manager-policy": "single-numa-node"}
 NUMA_NODES = 2
 DEVICE_PREFIX = "numa-align/numa-"
+# the annotation the API server keeps on a DaemonSet (its template's generation) and the label the
+# DaemonSet controller puts on each pod it makes from that template
+TEMPLATE_GENERATION = "deprecated.daemonset.template.generation"
+POD_TEMPLATE_GENERATION = "pod-template-generation"
+CRDS = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/"
+CRD_ESTABLISHING = 1.0  # virtual seconds from a CRD's creation to its Established condition
+SCHEDULER_STARTUP = STARTUP + 2.0  # a scheduler's pod: started, its informers synced, its /readyz answered
+NRT_GROUP, NRT_VERSION, NRT_PLURAL = "topology.node.k8s.io", "v1alpha2", "noderesourcetopologies"
+NRT_PATH = "/apis/%s/%s/%s" % (NRT_GROUP, NRT_VERSION, NRT_PLURAL)
+# the field manager of the NodeResourceTopology publisher's writes (noderesourcetopology.PUBLISHER_FIELD_MANAGER)
+NRT_WRITER = "numa-kube-nrt-publisher"
+ROLES = "/apis/rbac.authorization.k8s.io/v1/clusterroles/"
 
 
 def importable(root=ROOT):
@@ -103,11 +118,12 @@ def _status(code, message):
 class Rollout(object):
     """One DaemonSet's pods: when each node's pod of the current template starts and is available,
     and when what the module proves per node (kubelet's allocatable, the exporter's /healthz, the
-    Numatopology) follows: with the pod, or ``proof_late`` seconds after it."""
+    Numatopology, the NodeResourceTopology) follows: with the pod, or ``proof_late`` seconds after it."""
 
-    def __init__(self, nodes, now, late, proof_late, update=False, max_unavailable=1):
+    def __init__(self, nodes, now, late, proof_late, update=False, max_unavailable=1, generation=1):
         self.nodes = nodes
         self.update = update
+        self.generation = generation  # the template's; an update replaces the pods of the one before
         self.start, self.ready, self.proof = {}, {}, {}
         if not update:
             for index, node in enumerate(nodes):
@@ -122,6 +138,10 @@ class Rollout(object):
                 heapq.heappush(slots, self.ready[node])
         for node in nodes:
             self.proof[node] = self.ready[node] + proof_late.get(node, 0.0)
+
+    def pod_generation(self, node, now):
+        """The template generation of the node's pod: the new one from the moment it replaces the old."""
+        return self.generation if not self.update or self.start[node] <= now else self.generation - 1
 
     def running(self, node, now):
         """Whether the node's pod (new, or the old one not yet replaced) is up."""
@@ -151,6 +171,30 @@ class Rollout(object):
                 "numberReady": available, "numberUnavailable": len(self.nodes) - available}
 
 
+class Replacement(object):
+    """A Deployment of one replica replaced whole (strategy Recreate, as the topology scheduler's):
+    no pod is available from the apply until the new one is, SCHEDULER_STARTUP seconds later for
+    a first install, UPDATE_SECONDS for a new template (the old pod ends first)."""
+
+    def __init__(self, now, update=False):
+        self.ready = now + (UPDATE_SECONDS if update else SCHEDULER_STARTUP)
+
+    def status(self, now, generation):
+        available = int(now >= self.ready)
+        status = {"observedGeneration": generation, "replicas": 1, "updatedReplicas": 1,
+                  "conditions": [
+                      {"type": "Available", "status": "True" if available else "False",
+                       "reason": "MinimumReplicasAvailable" if available else "MinimumReplicasUnavailable"},
+                      {"type": "Progressing", "status": "True",
+                       "reason": "NewReplicaSetAvailable" if available else "ReplicaSetUpdated"}]}
+        # the API server leaves a count of 0 out
+        if available:
+            status.update(readyReplicas=1, availableReplicas=1)
+        else:
+            status["unavailableReplicas"] = 1
+        return status
+
+
 def _resolve(value, total):
     """A DaemonSet's maxUnavailable: a count, or a percentage of the nodes rounded up (the API's
     RollingUpdateDaemonSet documentation), at least 1."""
@@ -170,6 +214,9 @@ class Fleet(object):
         self.proof_late = dict((name, LATE_SECONDS) for name in late_proofs)
         self.store = {}
         self.rollouts = {}
+        self.history = {}  # every rollout of each DaemonSet, the current one last
+        self.deployments = {}
+        self._established = {}  # when each CRD applied here is Established (one seeded always was)
         self.version = 1
         self.lock = threading.RLock()
         self.requests = 0
@@ -179,6 +226,7 @@ class Fleet(object):
         self._node_cache = {}
         self._fingerprints = {}
         self._topologies = {}
+        self._nrts = {}
         clock.requests = lambda: self.requests
         self._seed()
 
@@ -193,6 +241,47 @@ class Fleet(object):
             "metadata": {"name": crd}, "spec": {"group": "nodeinfo.volcano.sh", "scope": "Cluster",
                                                 "names": {"plural": "numatopologies", "kind": "Numatopology"},
                                                 "versions": [{"name": "v1alpha1", "served": True, "storage": True}]}})
+        # what the API server's RBAC bootstrap policy makes (Kubernetes 1.34, its default feature
+        # gates: dynamic resource allocation on), which topology_scheduler reads and binds
+        read, read_update = ["get", "list", "watch"], ["get", "list", "watch", "update", "patch"]
+        for name, rules in (("system:kube-scheduler", [
+                (["", "events.k8s.io"], ["events"], ["create", "update", "patch"], None),
+                (["coordination.k8s.io"], ["leases"], ["create"], None),
+                (["coordination.k8s.io"], ["leases"], ["get", "update", "list", "watch"], ["kube-scheduler"]),
+                (["coordination.k8s.io"], ["leasecandidates"], read + ["create", "update", "patch", "delete",
+                                                                       "deletecollection"], None),
+                ([""], ["nodes"], read, None),
+                ([""], ["pods"], read + ["delete"], None),
+                ([""], ["pods/binding", "bindings"], ["create"], None),
+                ([""], ["pods/status"], ["patch", "update"], None),
+                ([""], ["services", "replicationcontrollers"], read, None),
+                (["apps", "extensions"], ["replicasets"], read, None),
+                (["apps"], ["statefulsets"], read, None),
+                (["policy"], ["poddisruptionbudgets"], read, None),
+                ([""], ["persistentvolumeclaims", "persistentvolumes"], read, None),
+                (["authentication.k8s.io"], ["tokenreviews"], ["create"], None),
+                (["authorization.k8s.io"], ["subjectaccessreviews"], ["create"], None),
+                (["storage.k8s.io"], ["csinodes"], read, None),
+                (["storage.k8s.io"], ["volumeattachments"], read, None),
+                ([""], ["namespaces"], read, None),
+                (["storage.k8s.io"], ["csidrivers"], read, None),
+                (["storage.k8s.io"], ["csistoragecapacities"], read, None),
+                (["resource.k8s.io"], ["deviceclasses"], read, None),
+                (["resource.k8s.io"], ["resourceclaims"], read_update, None),
+                (["resource.k8s.io"], ["resourceclaims/status"], read_update, None),
+                ([""], ["pods/finalizers"], ["update"], None),
+                (["resource.k8s.io"], ["resourceslices"], read, None)]),
+                ("system:volume-scheduler", [
+                    ([""], ["persistentvolumes"], read_update, None),
+                    (["storage.k8s.io"], ["storageclasses"], read, None),
+                    ([""], ["persistentvolumeclaims"], read_update, None)])):
+            self.put(ROLES + name, {
+                "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {
+                    "name": name, "labels": {"kubernetes.io/bootstrapping": "rbac-defaults"},
+                    "annotations": {"rbac.authorization.kubernetes.io/autoupdate": "true"}},
+                "rules": [dict({"apiGroups": groups, "resources": resources, "verbs": verbs},
+                               **({"resourceNames": names} if names else {}))
+                          for groups, resources, verbs, names in rules]})
 
     def put(self, path, obj):
         meta = obj.setdefault("metadata", {})
@@ -291,7 +380,7 @@ class Fleet(object):
             return "proxy"
         if method != "GET":
             return "write"
-        return "get" if path.rsplit("/", 1)[-1] not in ("nodes", "pods", "numatopologies") else "list"
+        return "get" if path.rsplit("/", 1)[-1] not in ("nodes", "pods", "numatopologies", NRT_PLURAL) else "list"
 
     def _answer(self, method, path, query, body, accept):
         parts = path.split("/")
@@ -313,6 +402,8 @@ class Fleet(object):
                                        {"name": "prometheusrules", "kind": "PrometheusRule", "namespaced": True}]}
         if path.startswith("/apis/nodeinfo.volcano.sh/v1alpha1/numatopologies"):
             return self._numatopology(method, parts, query, accept)
+        if path == NRT_PATH or path.startswith(NRT_PATH + "/"):
+            return self._noderesourcetopology(method, parts, query, accept)
         if method == "GET":
             if path in self.store:
                 return 200, self._with_status(path)
@@ -329,7 +420,8 @@ class Fleet(object):
         if method == "DELETE":
             if self.store.pop(path, None) is None:
                 return 404, _status(404, "%s not found" % path)
-            self.rollouts.pop(path, None)
+            for table in (self.rollouts, self.history, self.deployments, self._established):
+                table.pop(path, None)
             return 200, {"kind": "Status", "status": "Success"}
         return 405, _status(405, "%s %s is not served by the stand-in" % (method, path))
 
@@ -389,13 +481,16 @@ class Fleet(object):
                 if rollout.start[node] > now and not rollout.update:
                     continue
                 running = rollout.running(node, now)
+                labels = dict(template["metadata"].get("labels") or {})
+                labels[POD_TEMPLATE_GENERATION] = str(rollout.pod_generation(node, now))
                 items.append({"apiVersion": "v1", "kind": "Pod", "metadata": {
                     "name": "%s-%s" % (daemonset["metadata"]["name"], node[5:]), "namespace": namespace,
-                    "labels": template["metadata"].get("labels"),
+                    "labels": labels,
                     "ownerReferences": [{"kind": "DaemonSet", "name": daemonset["metadata"]["name"]}]},
-                    "spec": {"nodeName": node}, "status": {"phase": "Running" if running else "Pending"}})
-        return 200, {"kind": "PodList", "apiVersion": "v1", "metadata": {"resourceVersion": str(self.version)},
-                     "items": items}
+                    "spec": {"nodeName": node}, "status": {
+                        "phase": "Running" if running else "Pending",
+                        "conditions": [{"type": "Ready", "status": "True" if running else "False"}]}})
+        return self._page([json.dumps(item, separators=(",", ":")).encode() for item in items], query, "PodList", "v1")
 
     def _exporter(self, target, sub):
         """The node agent's exporter behind the pod proxy: https:<pod>:<port>."""
@@ -448,24 +543,110 @@ class Fleet(object):
             return 405, _status(405, "the stand-in's Numatopologies are the publishers' to write")
         published = [n for n in self.names
                      if any(r.proven(n, self.clock.now) for r in self._rollouts_running("topology-publisher"))]
+        return self._published(parts, query, accept, published, self._numatopology_object,
+                               "numatopologies.nodeinfo.volcano.sh", "NumatopologyList", "nodeinfo.volcano.sh/v1alpha1")
+
+    def _published(self, parts, query, accept, published, build, resource, list_kind, api_version):
+        """A GET of one object a publisher writes per node (``parts``: the path's), or a list of them,
+        as a page of whole objects or of their metadata alone (what the Accept header asks)."""
         if len(parts) == 6:
             if parts[5] not in published:
-                return 404, _status(404, 'numatopologies.nodeinfo.volcano.sh "%s" not found' % parts[5])
-            return 200, self._numatopology_object(parts[5])[1]
-        objects = [self._numatopology_object(n) for n in published]
+                return 404, _status(404, '%s "%s" not found' % (resource, parts[5]))
+            return 200, build(parts[5])[1]
+        objects = [build(n) for n in published]
         objects = [o for o in objects if _matches(o[0]["metadata"]["labels"], _selector(query.get("labelSelector")))]
         if "PartialObjectMetadataList" in (accept or ""):
             items = [json.dumps({"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1",
                                  "metadata": o["metadata"]}, separators=(",", ":")).encode() for o, _e in objects]
             return self._page(items, query, "PartialObjectMetadataList", "meta.k8s.io/v1")
         items = [encoded for _o, encoded in objects]
-        return self._page(items, query, "NumatopologyList", "nodeinfo.volcano.sh/v1alpha1")
+        return self._page(items, query, list_kind, api_version)
+
+    def _nrt_object(self, node):
+        """The node's NodeResourceTopology as the node agent's publisher writes it (two zones, kubelet's
+        static CPU and memory managers, the devices of the resource plugin), and what the API server adds:
+        the managedFields of the publisher's writes, under its own field manager."""
+        if node in self._nrts:
+            return self._nrts[node]
+        uid = hashlib.sha1(node.encode()).hexdigest()[:32]
+        zones = []
+        for numa in range(NUMA_NODES):
+            zones.append({"name": "node-%d" % numa, "type": "Node",
+                          "costs": [{"name": "node-%d" % other, "value": 10 if other == numa else 21}
+                                    for other in range(NUMA_NODES)],
+                          "resources": [
+                              {"name": "cpu", "capacity": "32", "allocatable": "31", "available": "31"},
+                              {"name": "memory", "capacity": "128Gi", "allocatable": "129948Mi",
+                               "available": "129948Mi"},
+                              {"name": DEVICE_PREFIX + str(numa), "capacity": "100", "allocatable": "100",
+                               "available": "100"}]})
+        fingerprint = "pfp0v001" + hashlib.sha1(("pods of " + node).encode()).hexdigest()[:16]
+        # what the publisher's POST and PUTs (fieldManager numa-kube-nrt-publisher) own
+        fields = {"f:attributes": {}, "f:zones": {}, "f:metadata": {
+            "f:annotations": {".": {}, "f:numa.kube/publisher-started": {}},
+            "f:labels": {".": {}, "f:app.kubernetes.io/managed-by": {}, "f:numa.kube/stack": {}},
+            "f:ownerReferences": {".": {}, 'k:{"uid":"%s"}' % uid: {}}}}
+        metadata = {"name": node, "uid": hashlib.sha1(("nrt " + node).encode()).hexdigest()[:32],
+                    "resourceVersion": "9", "generation": 1, "creationTimestamp": "2026-11-25T10:00:05Z",
+                    "labels": {"app.kubernetes.io/managed-by": "numa.kube", "numa.kube/stack": "topology"},
+                    "annotations": {"numa.kube/publisher-started": "2026-11-25T10:00:04Z"},
+                    "ownerReferences": [{"apiVersion": "v1", "kind": "Node", "name": node, "uid": uid}],
+                    "managedFields": [{"manager": NRT_WRITER, "operation": "Update",
+                                       "apiVersion": "%s/%s" % (NRT_GROUP, NRT_VERSION),
+                                       "time": "2026-11-25T10:00:05Z", "fieldsType": "FieldsV1", "fieldsV1": fields}]}
+        attributes = [("topologyManagerPolicy", "single-numa-node"), ("topologyManagerScope", "container"),
+                      ("nodeTopologyPodsFingerprint", fingerprint),
+                      ("nodeTopologyPodsFingerprintMethod", "with-exclusive-resources")]
+        obj = {"apiVersion": "%s/%s" % (NRT_GROUP, NRT_VERSION), "kind": "NodeResourceTopology", "metadata": metadata,
+               "zones": zones, "attributes": [{"name": name, "value": value} for name, value in attributes]}
+        self._nrts[node] = (obj, json.dumps(obj, separators=(",", ":")).encode())
+        return self._nrts[node]
+
+    def _noderesourcetopology(self, method, parts, query, accept):
+        """NodeResourceTopologies: none served before their CRD is Established; a node's is there from
+        its publisher pod's first proof on, and stays (the publisher replaces it in place, the Node's
+        deletion takes it), through a later rollout too."""
+        if not self._serves(NRT_PLURAL + "." + NRT_GROUP, NRT_VERSION):
+            return 404, _status(404, "the server could not find the requested resource")
+        if method != "GET":
+            return 405, _status(405, "the stand-in's NodeResourceTopologies are the publisher's to write")
+        now = self.clock.now
+        rollouts = [rollout for path, made in self.history.items()
+                    if path in self.store and self._program(self.store[path]) == "nrt-publisher" for rollout in made]
+        written = [n for n in self.names if any(r.proof.get(n, now + 1) <= now for r in rollouts)]
+        return self._published(parts, query, accept, written, self._nrt_object,
+                               "%s.%s" % (NRT_PLURAL, NRT_GROUP), "NodeResourceTopologyList",
+                               "%s/%s" % (NRT_GROUP, NRT_VERSION))
+
+    def _serves(self, crd, version):
+        """Whether the API server serves ``version`` of the CRD named ``crd``: there, Established, served."""
+        path = CRDS + crd
+        found = self.store.get(path)
+        return found is not None and self._established.get(path, 0.0) <= self.clock.now and any(
+            v.get("name") == version and v.get("served") for v in found["spec"].get("versions") or [])
+
+    def _crd_status(self, path, crd):
+        """What the API server's CRD controllers write: the names accepted at once, Established
+        CRD_ESTABLISHING seconds after the CRD was made."""
+        spec = crd.get("spec") or {}
+        established = self._established.get(path, 0.0) <= self.clock.now
+        return {"acceptedNames": spec.get("names") or {},
+                "storedVersions": [v["name"] for v in spec.get("versions") or [] if v.get("storage")],
+                "conditions": [
+                    {"type": "NamesAccepted", "status": "True", "reason": "NoConflicts",
+                     "message": "no conflicts found"},
+                    {"type": "Established", "status": "True" if established else "False",
+                     "reason": "InitialNamesAccepted" if established else "Installing",
+                     "message": "the initial names have been accepted" if established else
+                     "the resource is being installed"}]}
 
     def _with_status(self, path):
         obj = self.store[path]
-        rollout = self.rollouts.get(path)
+        rollout = self.rollouts.get(path) or self.deployments.get(path)
         if rollout is not None:
             obj = dict(obj, status=rollout.status(self.clock.now, obj["metadata"]["generation"]))
+        elif obj.get("kind") == "CustomResourceDefinition":
+            obj = dict(obj, status=self._crd_status(path, obj))
         return obj
 
     def _apply(self, path, body, dry_run):
@@ -473,6 +654,13 @@ class Fleet(object):
         before = self.store.get(path)
         obj = json.loads(json.dumps(body))
         meta = obj.setdefault("metadata", {})
+        new_template = obj.get("kind") in ("DaemonSet", "Deployment") and (
+            before is None or before["spec"]["template"] != obj["spec"]["template"])
+        if obj.get("kind") == "DaemonSet":
+            # the API server's own annotation, kept through an apply that does not name it, one up
+            # with each new template
+            kept = int(((before or {}).get("metadata", {}).get("annotations") or {}).get(TEMPLATE_GENERATION) or 0)
+            meta.setdefault("annotations", {})[TEMPLATE_GENERATION] = str(kept + 1 if new_template else kept)
         if before is not None:
             old = before["metadata"]
             for field in ("uid", "creationTimestamp", "generation", "resourceVersion"):
@@ -485,12 +673,18 @@ class Fleet(object):
         if dry_run:
             return 200, obj
         self.put(path, obj)
-        if obj.get("kind") == "DaemonSet" and (before is None or before["spec"]["template"] != obj["spec"]["template"]):
+        if obj.get("kind") == "DaemonSet" and new_template:
             selector = obj["spec"]["template"]["spec"].get("nodeSelector") or {}
             nodes = [n for n in self.names if _matches(self.node(n, False)[0]["metadata"]["labels"], selector)]
             strategy = (obj["spec"].get("updateStrategy") or {}).get("rollingUpdate") or {}
             self.rollouts[path] = Rollout(nodes, self.clock.now, self.late, self.proof_late, before is not None,
-                                          _resolve(strategy.get("maxUnavailable"), len(nodes)))
+                                          _resolve(strategy.get("maxUnavailable"), len(nodes)),
+                                          int(meta["annotations"][TEMPLATE_GENERATION]))
+            self.history.setdefault(path, []).append(self.rollouts[path])
+        if obj.get("kind") == "Deployment" and new_template:
+            self.deployments[path] = Replacement(self.clock.now, before is not None)
+        if obj.get("kind") == "CustomResourceDefinition" and before is None:
+            self._established[path] = self.clock.now + CRD_ESTABLISHING
         return (201 if before is None else 200), self._with_status(path)
 
 
@@ -526,10 +720,67 @@ def serve(fleet):
 
 # --- the modules ------------------------------------------------------------------------------------
 
+def _nrt_schema(version):
+    """The schema of ``version`` in noderesourcetopology-api v0.1.2's manifests/crd.yaml, less its
+    descriptions (the whole CRD is 8.1 kB as JSON with them, 4.2 kB without)."""
+    pair = {"type": "object", "required": ["name", "value"],
+            "properties": {"name": {"type": "string"}, "value": {"type": "string"}}}
+    quantity = {"anyOf": [{"type": "integer"}, {"type": "string"}], "x-kubernetes-int-or-string": True,
+                "pattern": r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|"
+                           r"([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$"}
+    resource = {"type": "object", "required": ["allocatable", "available", "capacity", "name"],
+                "properties": {"name": {"type": "string"}, "capacity": quantity, "allocatable": quantity,
+                               "available": quantity}}
+    cost = {"type": "object", "required": ["name", "value"],
+            "properties": {"name": {"type": "string"}, "value": {"type": "integer", "format": "int64"}}}
+    zone = {"type": "object", "required": ["name", "type"], "properties": {
+        "name": {"type": "string"}, "type": {"type": "string"}, "parent": {"type": "string"},
+        "costs": {"type": "array", "items": cost}, "attributes": {"type": "array", "items": pair},
+        "resources": {"type": "array", "items": resource}}}
+    properties = {"apiVersion": {"type": "string"}, "kind": {"type": "string"}, "metadata": {"type": "object"},
+                  "topologyPolicies": {"type": "array", "items": {"type": "string"}},
+                  "zones": {"type": "array", "items": zone}}
+    required = ["topologyPolicies", "zones"]
+    if version == "v1alpha2":  # the top-level attributes, and the policies no longer required
+        properties["attributes"] = {"type": "array", "items": pair}
+        required = ["zones"]
+    return {"openAPIV3Schema": {"type": "object", "required": required, "properties": properties}}
+
+
+def nrt_crd_file():
+    """The path of the NodeResourceTopology CRD file topology_scheduler applies (its ``crd``), written
+    once: JSON, which is YAML too."""
+    path = os.path.join(os.environ.get("TMPDIR", "/tmp"), "numa-kube-bench-%d-noderesourcetopology-crd.yaml"
+                        % os.getuid())
+    metadata = {"name": "%s.%s" % (NRT_PLURAL, NRT_GROUP),
+                "annotations": {"api-approved.kubernetes.io": "https://github.com/kubernetes/enhancements/pull/1870",
+                                "controller-gen.kubebuilder.io/version": "v0.11.2"}}
+    names = {"kind": "NodeResourceTopology", "listKind": "NodeResourceTopologyList", "plural": NRT_PLURAL,
+             "singular": "noderesourcetopology", "shortNames": ["node-res-topo"]}
+    versions = [{"name": version, "served": True, "storage": version == NRT_VERSION, "schema": _nrt_schema(version)}
+                for version in ("v1alpha1", "v1alpha2")]
+    crd = {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition", "metadata": metadata,
+           "spec": {"group": NRT_GROUP, "scope": "Cluster", "names": names, "versions": versions}}
+    text = json.dumps(crd, indent=1, sort_keys=True) + "\n"
+    try:
+        with open(path) as handle:
+            if handle.read() == text:
+                return path
+    except (IOError, OSError):
+        pass
+    with open(path + ".new", "w") as handle:
+        handle.write(text)
+    os.rename(path + ".new", path)
+    return path
+
+
+# (module, its arguments: a callable's value is taken as the module runs, the DaemonSet's program)
 MODULES = (
     ("numa_resource_plugin", {"image": "registry.example/numa-kube/agent:1"}, "device-plugin"),
     ("numa_monitoring", {"image": "registry.example/numa-kube/agent:1", "dashboard": {"title": "NUMA"}}, "exporter"),
     ("volcano_stack", {"publisher_image": "registry.example/numa-kube/agent:1"}, "topology-publisher"),
+    ("topology_scheduler", {"crd": nrt_crd_file, "scheduler_image": "registry.example/numa-kube/nrt-scheduler:1",
+                            "publisher_image": "registry.example/numa-kube/agent:1"}, "nrt-publisher"),
 )
 
 
@@ -560,7 +811,8 @@ def run_module(name, args, host, clock):
     def fail_json(self, msg, **kwargs):
         raise ModuleExit(dict(kwargs, msg=msg), True)
 
-    args = dict(args, host=host, _ansible_check_mode=False, _ansible_diff=False)
+    args = dict((key, value() if callable(value) else value) for key, value in args.items())
+    args.update(host=host, _ansible_check_mode=False, _ansible_diff=False)
     with patch_module_args(args), mock.patch.object(module, "connect", connect), \
             mock.patch.object(basic.AnsibleModule, "exit_json", exit_json), \
             mock.patch.object(basic.AnsibleModule, "fail_json", fail_json), \
@@ -631,7 +883,7 @@ def _size(value):
 TITLES = {"healthy": "healthy rollout (a first install, every pod up in 4-7 s)",
           "late": "one node's pod %d s late" % LATE_SECONDS,
           "late-proof": "one node's proof %d s late (its pod on time: kubelet's allocatable, the exporter's "
-                        "/healthz, the Numatopology)" % LATE_SECONDS,
+                        "/healthz, the Numatopology, the NodeResourceTopology)" % LATE_SECONDS,
           "update": "image update (the DaemonSet's own maxUnavailable, %d s a pod)" % UPDATE_SECONDS}
 
 
@@ -652,7 +904,8 @@ def report(count, kind, results):
         print(line)
     if kind == "healthy":
         print("  fleet of %d Nodes, healthy rollout: requests per Node, the most of one module %.2f (target under 3), "
-              "all three %.2f" % (count, max(f["requests"] / float(count) for f in results), total / float(count)))
+              "all %d modules %.2f" % (count, max(f["requests"] / float(count) for f in results), len(results),
+                                       total / float(count)))
 
 
 def main(argv=None):

@@ -106,6 +106,74 @@ def test_proofs_follow_the_pods_or_come_late(bench):
     assert get(fleet, "/apis/nodeinfo.volcano.sh/v1alpha1/numatopologies/node-0001")[0] == 200
 
 
+def test_pods_carry_their_template_generation_and_come_in_pages(bench):
+    # wait_daemonset proves a rollout pod by pod by the controller's pod-template-generation label
+    # against the DaemonSet's annotation: without them every node would look pending
+    clock = bench.VirtualClock()
+    fleet = bench.Fleet(3, clock)
+    apply_daemonset(fleet, "a:1")
+    clock.sleep(60)
+    path = "/apis/apps/v1/namespaces/kube-system/daemonsets/ds"
+    assert get(fleet, path)[1]["metadata"]["annotations"][bench.TEMPLATE_GENERATION] == "1"
+    apply_daemonset(fleet, "a:1")  # the same template: the annotation stays
+    apply_daemonset(fleet, "a:2")
+    assert get(fleet, path)[1]["metadata"]["annotations"][bench.TEMPLATE_GENERATION] == "2"
+    page = get(fleet, "/api/v1/namespaces/kube-system/pods?labelSelector=app%3Dds&limit=2")[1]
+    assert page["metadata"]["continue"] and len(page["items"]) == 2
+    # the first node's pod is being replaced (new template, not ready), the others still run the old one
+    seen = [(pod["metadata"]["labels"][bench.POD_TEMPLATE_GENERATION], pod["status"]["conditions"][0]["status"])
+            for pod in page["items"]]
+    assert seen == [("2", "False"), ("1", "True")]
+
+
+def test_node_resource_topologies_are_served_once_their_crd_is_and_stay_through_an_update(bench):
+    bench.importable()
+    from ansible_collections.numa.kube.plugins.module_utils import noderesourcetopology
+
+    clock = bench.VirtualClock()
+    fleet = bench.Fleet(2, clock, late_proofs=["node-0001"])
+    assert get(fleet, bench.NRT_PATH)[0] == 404  # no CRD yet
+    with open(bench.nrt_crd_file()) as handle:
+        crd = json.load(handle)
+    fleet.answer("PATCH", bench.CRDS + crd["metadata"]["name"], json.dumps(crd).encode(), None)
+    status = get(fleet, bench.CRDS + crd["metadata"]["name"])[1]["status"]
+    assert {"type": "Established", "status": "False"}.items() <= status["conditions"][1].items()
+    clock.sleep(bench.CRD_ESTABLISHING)
+    assert get(fleet, bench.NRT_PATH)[1]["items"] == []
+    apply_daemonset(fleet, "a:1", program="nrt-publisher")
+    clock.sleep(bench.STARTUP + 3)
+    assert get(fleet, bench.NRT_PATH + "/node-0001")[0] == 404  # its proof is late
+    found = get(fleet, bench.NRT_PATH + "/node-0000")[1]
+    # the publisher's own object, as the module's ownership test reads it
+    assert noderesourcetopology.is_ours(found) and found["metadata"]["labels"]["numa.kube/stack"] == "topology"
+    clock.sleep(bench.LATE_SECONDS)
+    apply_daemonset(fleet, "a:2", program="nrt-publisher")
+    # while the new pods replace the old ones, the objects the old ones wrote are still there
+    listed = get(fleet, bench.NRT_PATH, "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1")[1]
+    assert [item["metadata"]["name"] for item in listed["items"]] == ["node-0000", "node-0001"]
+
+
+def test_the_scheduler_deployment_is_replaced_whole(bench):
+    clock = bench.VirtualClock()
+    fleet = bench.Fleet(1, clock)
+    path = "/apis/apps/v1/namespaces/kube-system/deployments/sched"
+
+    def apply(image):
+        body = {"apiVersion": "apps/v1", "kind": "Deployment",
+                "metadata": {"name": "sched", "namespace": "kube-system"},
+                "spec": {"replicas": 1, "strategy": {"type": "Recreate"}, "template": {
+                    "metadata": {"labels": {"app": "sched"}}, "spec": {"containers": [{"name": "s", "image": image}]}}}}
+        fleet.answer("PATCH", path, json.dumps(body).encode(), None)
+        return get(fleet, path)[1]["status"].get("availableReplicas", 0)
+
+    assert apply("s:1") == 0
+    clock.sleep(bench.SCHEDULER_STARTUP)
+    assert get(fleet, path)[1]["status"]["availableReplicas"] == 1
+    assert apply("s:2") == 0 and get(fleet, path)[1]["status"]["observedGeneration"] == 2
+    clock.sleep(bench.UPDATE_SECONDS)
+    assert get(fleet, path)[1]["status"]["availableReplicas"] == 1
+
+
 def test_the_plugin_module_runs_to_the_end_against_the_stand_in(bench):
     bench.importable()
     clock = bench.VirtualClock()
@@ -124,7 +192,7 @@ def test_the_plugin_module_runs_to_the_end_against_the_stand_in(bench):
     assert figures["requests"] == fleet.requests and figures["sent"] > 0
 
 
-@pytest.mark.parametrize("index", [1, 2], ids=["numa_monitoring", "volcano_stack"])
+@pytest.mark.parametrize("index", [1, 2, 3], ids=["numa_monitoring", "volcano_stack", "topology_scheduler"])
 def test_the_other_modules_finish_against_the_stand_in_with_a_few_requests(bench, index):
     # a stand-in a module cannot finish against prints failures as figures: each module must end ok
     # here (numa_monitoring's proof needs the exporter's own 401 through the proxy, for one)
