@@ -14,7 +14,10 @@ not answer SSH in time (or whose qemu dies) is ended and tried again from a fres
 ``--boot-attempts`` times; the console of each failed attempt is kept as DIR/console.attemptN.log
 and its last lines are printed. KVM is used only when a probe boot under it works. ``stop`` saves the
 journal of the services under test to DIR/journal.log, ends the VM and removes the overlay; it
-succeeds when there is nothing to stop.
+succeeds when there is nothing to stop. A ``start`` still booting (its pid in DIR/launcher.pid) is
+asked to end first, so that a ``stop`` run while the guest boots (a scenario whose create failed
+early, its boots started in the background) leaves no qemu behind: the launcher stops at its next
+step, ends its own qemu and exits with 143.
 
 A layout is ``{"nodes": [{"cpus": 2, "memory_mb": 1024}, {"cpus": 0, "memory_mb": 512}],
 "distances": [[10, 21], [21, 10]]}``; nodes without CPUs are memory-only nodes.
@@ -33,6 +36,14 @@ import sys
 import time
 
 __metaclass__ = type  # pylint: disable=invalid-name
+
+
+LAUNCHER_PID = "launcher.pid"
+_STOP_ASKED = []  # set by SIGTERM in a running ``start``: end the boot at the next step
+
+
+def stop_asked():
+    return bool(_STOP_ASKED)
 
 
 def free_port():
@@ -100,7 +111,7 @@ def kvm_works(image, workdir, seconds=30):
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.time() + seconds
-        while time.time() < deadline and process.poll() is None:
+        while time.time() < deadline and process.poll() is None and not stop_asked():
             with open(log, "a+") as seen:
                 seen.seek(0)
                 if "Linux version" in seen.read():
@@ -137,11 +148,16 @@ def boot_once(command, port, key, pidfile, timeout):
     subprocess.check_call(command)
     deadline = time.time() + timeout
     while time.time() < deadline:
+        if stop_asked():
+            return "stopped"
         if ssh_answers(port, key):
             return None
         if not process_alive(pidfile):
             return "qemu exited"
-        time.sleep(5)
+        for _second in range(5):
+            if stop_asked():
+                break
+            time.sleep(1)
     return "no SSH answer within %d s" % timeout
 
 
@@ -177,7 +193,29 @@ def lan_card(args):
 
 
 def start(args):
-    """Boot the guest; a boot that hangs or dies is retried (boot readiness only), its console kept."""
+    """Boot the guest; a boot that hangs or dies is retried (boot readiness only), its console kept.
+
+    The launcher's pid is in DIR/launcher.pid while it runs; SIGTERM (sent by ``stop``) ends the boot.
+    """
+    marker = os.path.join(args.workdir, LAUNCHER_PID)
+    signal.signal(signal.SIGTERM, lambda _signum, _frame: _STOP_ASKED.append(True))
+    with open(marker, "w") as handle:
+        handle.write("%d\n" % os.getpid())
+    try:
+        return boot(args)
+    finally:
+        if launcher_pid(args.workdir) == os.getpid():
+            os.remove(marker)
+
+
+def stopped(args):
+    """End a boot that ``stop`` asked to end: its qemu, overlay and record go."""
+    stop(args, keep_logs=True)
+    sys.stderr.write("the boot of %s was stopped (numa_vm.py stop)\n" % args.name)
+    return 143
+
+
+def boot(args):
     overlay = os.path.join(args.workdir, "disk.qcow2")
     pidfile = os.path.join(args.workdir, "qemu.pid")
     console = os.path.join(args.workdir, "console.log")
@@ -188,11 +226,15 @@ def start(args):
     accel = ["-accel", "tcg,thread=multi", "-cpu", "max"]
     if args.accel == "kvm" or (args.accel == "auto" and kvm_works(args.image, args.workdir)):
         accel = ["-accel", "kvm", "-cpu", "host"]
+    if stop_asked():
+        return stopped(args)
     data_disk = []
     if args.data_disk:  # read-only and shared by every guest: the assets the test bed installs from
         data_disk = ["-drive", "file=%s,format=raw,if=virtio,readonly=on" % os.path.abspath(args.data_disk)]
     failures = []
     for attempt in range(1, args.boot_attempts + 1):
+        if stop_asked():
+            return stopped(args)
         if os.path.exists(overlay):
             os.remove(overlay)
         subprocess.check_call(["qemu-img", "create", "-q", "-f", "qcow2", "-b", os.path.abspath(args.image), "-F",
@@ -225,6 +267,8 @@ def start(args):
                              % (args.name, time.time() - started, attempt, accel[1]))
             print(json.dumps(instance))
             return 0
+        if why == "stopped":
+            return stopped(args)
         kept = os.path.join(args.workdir, "console.attempt%d.log" % attempt)
         failures.append("attempt %d: %s (%s); console %s ends with:\n%s"
                         % (attempt, why, host_state(), kept, console_tail(console)))
@@ -254,7 +298,47 @@ def save_journal(workdir):
             out.write("(the guest did not answer within 90 s)\n")
 
 
+def launcher_pid(workdir):
+    """The pid of the ``start`` still running for ``workdir``, if any (a pid since reused is not it)."""
+    try:
+        with open(os.path.join(workdir, LAUNCHER_PID)) as handle:
+            pid = int(handle.read().strip())
+        with open("/proc/%d/cmdline" % pid, "rb") as handle:
+            argv = [arg.decode(errors="replace") for arg in handle.read().split(b"\0")]
+        cwd = os.readlink("/proc/%d/cwd" % pid)
+    except (OSError, ValueError):
+        return None
+    if not any(arg.endswith("numa_vm.py") for arg in argv) or "start" not in argv:
+        return None
+    theirs = [argv[i + 1] if arg == "--workdir" and i + 1 < len(argv) else arg[len("--workdir="):]
+              for i, arg in enumerate(argv) if arg == "--workdir" or arg.startswith("--workdir=")]
+    mine = os.path.realpath(workdir)
+    return pid if any(os.path.realpath(os.path.join(cwd, path)) == mine for path in theirs) else None
+
+
+def end_launcher(workdir, seconds=120):
+    """Ask a ``start`` still booting this guest to end (it ends its own qemu), then wait for it.
+
+    Its steps are bounded (an SSH attempt at most 60 s), so it answers within ``seconds``; if it does
+    not, it is killed and its qemu is ended by ``stop`` from the pid file like any other.
+    """
+    pid = launcher_pid(workdir)
+    if pid is None or pid == os.getpid():
+        return
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except OSError:
+        return
+    deadline = time.time() + seconds
+    while time.time() < deadline and launcher_pid(workdir) == pid:
+        time.sleep(0.5)
+    if launcher_pid(workdir) == pid:
+        end_process(pid)
+        time.sleep(2)  # a qemu it was starting writes its pid file before it daemonizes
+
+
 def stop(args, keep_logs=True):
+    end_launcher(args.workdir)
     pidfile = os.path.join(args.workdir, "qemu.pid")
     try:  # a test may have left the guest paused (SIGSTOP): let it answer for its journal
         with open(pidfile) as handle:
