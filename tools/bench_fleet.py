@@ -36,6 +36,7 @@ import os
 import socket
 import statistics
 import sys
+import tempfile
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -768,9 +769,12 @@ def nrt_crd_file():
                 return path
     except (IOError, OSError):
         pass
-    with open(path + ".new", "w") as handle:
+    # a file of this writer's own, then renamed over the path: two benches or test workers at once
+    # each put a whole file in place
+    descriptor, partial = tempfile.mkstemp(dir=os.path.dirname(path), prefix=os.path.basename(path) + ".")
+    with os.fdopen(descriptor, "w") as handle:
         handle.write(text)
-    os.rename(path + ".new", path)
+    os.replace(partial, path)
     return path
 
 

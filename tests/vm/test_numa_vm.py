@@ -60,53 +60,68 @@ def test_a_layout_without_cpus_is_refused_before_qemu_starts(image, tmp_path):
     assert not os.path.exists(os.path.join(workdir, "disk.qcow2"))
 
 
-def _launcher(image, workdir, accel):
+def _launcher(image, workdir, *extra, **popen):
     layout = json.dumps({"nodes": [{"cpus": 1, "memory_mb": 512}]})
     return subprocess.Popen([sys.executable, os.path.join(VM, "numa_vm.py"), "start", "--name=stopped-early",
-                             "--workdir=" + workdir, "--image=" + image,
-                             "--key=" + os.path.join(os.path.dirname(image), "id_ed25519"), "--layout=" + layout,
-                             "--accel=" + accel, "--boot-timeout=300", "--boot-attempts=3"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                             "--image=" + image, "--key=" + os.path.join(os.path.dirname(image), "id_ed25519"),
+                             "--layout=" + layout, "--accel=tcg", "--boot-timeout=300", "--boot-attempts=3"]
+                            + list(extra) + workdir, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **popen)
 
 
-def _appears(path, seconds=60):
-    deadline = time.time() + seconds
-    while time.time() < deadline:
-        if os.path.exists(path):
-            return True
-        time.sleep(0.1)
-    return False
+def _stop(workdir):
+    return subprocess.run([sys.executable, os.path.join(VM, "numa_vm.py"), "stop", "--workdir=" + workdir],
+                          capture_output=True, text=True, check=False, timeout=300)
 
 
-@pytest.mark.parametrize("moment", ["launcher started", "qemu booting"])
-def test_a_stop_during_a_boot_ends_the_launcher_and_leaves_no_qemu(image, tmp_path, moment):
+def _nothing_left(workdir):
+    time.sleep(3)  # a qemu started late would be up by now
+    assert subprocess.run(["pgrep", "-f", "qemu-system.*" + workdir], check=False).returncode == 1
+    for name in ("qemu.pid", "disk.qcow2", "instance.json", "launcher.pid"):
+        assert not os.path.exists(os.path.join(workdir, name)), name
+
+
+def test_a_stop_made_before_its_launcher_ran_ends_that_boot(image, tmp_path):
+    # create.yml's order when the create fails at once: the boot is decided (--started-at), destroy's
+    # stop runs, and only then the launcher (started in the background) gets going
     workdir = str(tmp_path / "vm")
-    # the first moment: before the launcher's qemu exists (its KVM probe or overlay); the second:
-    # qemu running, the guest not yet answering SSH. Before the launcher took stop's signal, the
-    # first left a qemu started after the stop, the second a retry's fresh qemu.
-    launcher = _launcher(image, workdir, "auto" if moment == "launcher started" else "tcg")
+    decided = time.time()
+    assert _stop(workdir).returncode == 0
+    launcher = _launcher(image, ["--workdir=" + workdir], "--started-at=%f" % decided)
     try:
-        if moment == "launcher started":
-            assert _appears(workdir)  # made by the launcher as it starts
-            time.sleep(0.5)
-        else:
-            assert _appears(os.path.join(workdir, "qemu.pid"))
-        stop = subprocess.run([sys.executable, os.path.join(VM, "numa_vm.py"), "stop", "--workdir=" + workdir],
-                              capture_output=True, text=True, check=False, timeout=200)
-        assert stop.returncode == 0, stop
-        # the stop returns once the launcher is gone
-        assert launcher.poll() is not None, "the launcher still runs after stop returned"
-        out, err = launcher.communicate(timeout=10)
+        out, err = launcher.communicate(timeout=60)
         assert launcher.returncode == 143, (out, err)
         assert "the boot of stopped-early was stopped" in err
         assert out == ""
-        time.sleep(3)  # a qemu started late would be up by now
-        assert subprocess.run(["pgrep", "-f", "qemu-system.*" + workdir], check=False).returncode == 1
-        for name in ("qemu.pid", "disk.qcow2", "instance.json", "launcher.pid"):
-            assert not os.path.exists(os.path.join(workdir, name)), name
+        _nothing_left(workdir)
     finally:
         if launcher.poll() is None:
             launcher.kill()
             launcher.wait()
-        subprocess.run([sys.executable, os.path.join(VM, "numa_vm.py"), "stop", "--workdir=" + workdir],
-                       capture_output=True, check=False, timeout=200)
+        _stop(workdir)
+
+
+def test_a_stop_while_qemu_boots_ends_the_launcher_and_leaves_no_qemu(image, tmp_path):
+    workdir = str(tmp_path / "vm")
+    # a stop from an earlier run does not cancel a later start (no --started-at: since the launcher began)
+    assert _stop(workdir).returncode == 0
+    time.sleep(1.2)
+    # the launcher names its directory relative to its own, in two words; stop names it absolute
+    launcher = _launcher(image, ["--workdir", "vm"], cwd=str(tmp_path))
+    try:
+        deadline = time.time() + 60
+        while not os.path.exists(os.path.join(workdir, "qemu.pid")) and time.time() < deadline:
+            assert launcher.poll() is None, launcher.communicate()
+            time.sleep(0.1)
+        assert os.path.exists(os.path.join(workdir, "qemu.pid"))
+        stop = _stop(workdir)
+        assert stop.returncode == 0, stop
+        # stop returns once the launcher is gone: before it did, the launcher retried with a fresh qemu
+        out, err = launcher.communicate(timeout=10)
+        assert launcher.returncode == 143, (out, err)
+        assert "the boot of stopped-early was stopped" in err
+        _nothing_left(workdir)
+    finally:
+        if launcher.poll() is None:
+            launcher.kill()
+            launcher.wait()
+        _stop(workdir)

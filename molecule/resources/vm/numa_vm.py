@@ -14,10 +14,15 @@ not answer SSH in time (or whose qemu dies) is ended and tried again from a fres
 ``--boot-attempts`` times; the console of each failed attempt is kept as DIR/console.attemptN.log
 and its last lines are printed. KVM is used only when a probe boot under it works. ``stop`` saves the
 journal of the services under test to DIR/journal.log, ends the VM and removes the overlay; it
-succeeds when there is nothing to stop. A ``start`` still booting (its pid in DIR/launcher.pid) is
-asked to end first, so that a ``stop`` run while the guest boots (a scenario whose create failed
-early, its boots started in the background) leaves no qemu behind: the launcher stops at its next
-step, ends its own qemu and exits with 143.
+succeeds when there is nothing to stop.
+
+A ``stop`` while a ``start`` still boots the guest (a scenario whose create failed early, its boots
+running in the background) leaves no qemu behind: ``stop`` leaves DIR/stop.requested, asks the
+launcher named in DIR/launcher.pid to end (SIGTERM) and waits for it; the launcher checks both at
+every step, ends its own qemu and exits with 143. One that has not yet written its pid file sees the
+request as its first step, if the request is not older than its ``--started-at`` (the time its
+caller decided to start it; default: when it starts). A ``start`` on a directory whose launcher still
+runs ends that launcher first.
 
 A layout is ``{"nodes": [{"cpus": 2, "memory_mb": 1024}, {"cpus": 0, "memory_mb": 512}],
 "distances": [[10, 21], [21, 10]]}``; nodes without CPUs are memory-only nodes.
@@ -39,11 +44,32 @@ __metaclass__ = type  # pylint: disable=invalid-name
 
 
 LAUNCHER_PID = "launcher.pid"
+STOP_REQUESTED = "stop.requested"
 _STOP_ASKED = []  # set by SIGTERM in a running ``start``: end the boot at the next step
+_LAUNCH = {}  # in a running ``start``: its workdir and since when a stop request counts
 
 
 def stop_asked():
-    return bool(_STOP_ASKED)
+    """Whether this launcher was asked to end: by SIGTERM, or by a stop request made since it was started."""
+    if _STOP_ASKED:
+        return True
+    if not _LAUNCH:
+        return False
+    try:
+        return os.stat(os.path.join(_LAUNCH["workdir"], STOP_REQUESTED)).st_mtime >= _LAUNCH["since"]
+    except OSError:
+        return False
+
+
+def process_identity(pid):
+    """(start time in clock ticks, state) of a live process, None when it is gone or a zombie."""
+    try:
+        with open("/proc/%d/stat" % pid) as handle:
+            fields = handle.read().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    # after the command name: field 3 (state) is fields[0], field 22 (starttime) fields[19]
+    return None if fields[0] in ("Z", "X") else (fields[19], fields[0])
 
 
 def free_port():
@@ -79,10 +105,10 @@ def numa_args(layout):
     return args, total_mb, cpu
 
 
-def end_process(pid, group=False):
+def end_process(pid, group=False, steps=((signal.SIGTERM, 20), (signal.SIGKILL, 10))):
     """SIGTERM, then SIGKILL after 20 s, ``pid`` (or its whole process group); quiet when it is gone."""
     kill = os.killpg if group else os.kill
-    for signum, wait in ((signal.SIGTERM, 20), (signal.SIGKILL, 10)):
+    for signum, wait in steps:
         try:
             kill(pid, signum)
         except OSError:
@@ -124,14 +150,20 @@ def kvm_works(image, workdir, seconds=30):
         process.wait()
 
 
-def ssh_answers(port, key):
-    """One bounded SSH attempt: True when the guest ran ``true``."""
+def ssh_answers(port, key, seconds=60):
+    """One bounded SSH attempt: True when the guest ran ``true``; cut short when the boot is to end."""
     command = ["ssh", "-i", key, "-p", str(port), "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
                "-o", "ConnectTimeout=10", "-o", "BatchMode=yes", "-o", "LogLevel=ERROR", "root@127.0.0.1", "true"]
+    attempt = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + seconds
     try:
-        return subprocess.call(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=60) == 0
-    except subprocess.TimeoutExpired:
-        return False
+        while attempt.poll() is None and time.time() < deadline and not stop_asked():
+            time.sleep(0.5)
+        return attempt.poll() == 0
+    finally:
+        if attempt.poll() is None:
+            attempt.kill()
+        attempt.wait()
 
 
 def process_alive(pidfile):
@@ -197,11 +229,20 @@ def start(args):
 
     The launcher's pid is in DIR/launcher.pid while it runs; SIGTERM (sent by ``stop``) ends the boot.
     """
-    marker = os.path.join(args.workdir, LAUNCHER_PID)
+    since = time.time() if args.started_at is None else args.started_at
     signal.signal(signal.SIGTERM, lambda _signum, _frame: _STOP_ASKED.append(True))
-    with open(marker, "w") as handle:
-        handle.write("%d\n" % os.getpid())
+    end_launcher(args.workdir)  # one still booting this guest (a create run again) ends first
+    marker = os.path.join(args.workdir, LAUNCHER_PID)
+    partial = marker + ".%d" % os.getpid()
+    with open(partial, "w") as handle:
+        handle.write("%d %s %s\n" % (os.getpid(), process_identity(os.getpid())[0], os.path.realpath(args.workdir)))
+    os.replace(partial, marker)
+    # written before the first look at the stop request, which ``stop`` makes before it reads the pid
+    # file: a stop either finds this launcher or is found by it
+    _LAUNCH.update(workdir=args.workdir, since=since)
     try:
+        if stop_asked():
+            return stopped(args)
         return boot(args)
     finally:
         if launcher_pid(args.workdir) == os.getpid():
@@ -209,14 +250,15 @@ def start(args):
 
 
 def stopped(args):
-    """End a boot that ``stop`` asked to end: its qemu, overlay and record go."""
-    stop(args, keep_logs=True)
+    """End a boot that ``stop`` asked to end: its qemu, overlay and record go (no journal: the guest
+    has not answered SSH)."""
+    stop(args, keep_logs=True, journal=False)
     sys.stderr.write("the boot of %s was stopped (numa_vm.py stop)\n" % args.name)
     return 143
 
 
 def boot(args):
-    overlay = os.path.join(args.workdir, "disk.qcow2")
+    overlay = os.path.join(os.path.realpath(args.workdir), "disk.qcow2")  # as ``stop`` looks for it
     pidfile = os.path.join(args.workdir, "qemu.pid")
     console = os.path.join(args.workdir, "console.log")
     if os.path.exists(pidfile):
@@ -302,61 +344,86 @@ def launcher_pid(workdir):
     """The pid of the ``start`` still running for ``workdir``, if any (a pid since reused is not it)."""
     try:
         with open(os.path.join(workdir, LAUNCHER_PID)) as handle:
-            pid = int(handle.read().strip())
-        with open("/proc/%d/cmdline" % pid, "rb") as handle:
-            argv = [arg.decode(errors="replace") for arg in handle.read().split(b"\0")]
-        cwd = os.readlink("/proc/%d/cwd" % pid)
+            pid, started, path = handle.read().split(None, 2)
+        pid = int(pid)
     except (OSError, ValueError):
         return None
-    if not any(arg.endswith("numa_vm.py") for arg in argv) or "start" not in argv:
+    identity = process_identity(pid)
+    if identity is None or identity[0] != started or path.strip() != os.path.realpath(workdir):
         return None
-    theirs = [argv[i + 1] if arg == "--workdir" and i + 1 < len(argv) else arg[len("--workdir="):]
-              for i, arg in enumerate(argv) if arg == "--workdir" or arg.startswith("--workdir=")]
-    mine = os.path.realpath(workdir)
-    return pid if any(os.path.realpath(os.path.join(cwd, path)) == mine for path in theirs) else None
+    return pid
 
 
-def end_launcher(workdir, seconds=120):
-    """Ask a ``start`` still booting this guest to end (it ends its own qemu), then wait for it.
+def end_launcher(workdir, seconds=150):
+    """Ask a ``start`` still booting this guest to end (it ends its own qemu), then wait until it is gone.
 
-    Its steps are bounded (an SSH attempt at most 60 s), so it answers within ``seconds``; if it does
-    not, it is killed and its qemu is ended by ``stop`` from the pid file like any other.
+    Its steps are bounded (an SSH attempt, cut short, or a qemu starting), so it ends well within
+    ``seconds``; if not, it is killed and ``stop`` ends its qemu like any other.
     """
     pid = launcher_pid(workdir)
     if pid is None or pid == os.getpid():
         return
+    identity = process_identity(pid)
     try:
         os.kill(pid, signal.SIGTERM)
     except OSError:
         return
     deadline = time.time() + seconds
-    while time.time() < deadline and launcher_pid(workdir) == pid:
-        time.sleep(0.5)
-    if launcher_pid(workdir) == pid:
-        end_process(pid)
-        time.sleep(2)  # a qemu it was starting writes its pid file before it daemonizes
+    while time.time() < deadline and identity is not None and process_identity(pid) == identity:
+        time.sleep(0.2)
+    if process_identity(pid) == identity and identity is not None:
+        end_process(pid, steps=((signal.SIGKILL, 10),))
 
 
-def stop(args, keep_logs=True):
+def end_strays(workdir):
+    """End any qemu still running this guest's overlay: one whose launcher was killed while it started."""
+    wanted = "file=%s," % os.path.join(os.path.realpath(workdir), "disk.qcow2")
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open("/proc/%s/cmdline" % entry, "rb") as handle:
+                argv = handle.read().decode(errors="replace").split("\0")
+        except OSError:
+            continue
+        if argv and os.path.basename(argv[0]).startswith("qemu-system") and any(a.startswith(wanted) for a in argv):
+            end_process(int(entry))
+
+
+def stop_command(args):
+    """``stop``: a launcher still booting the guest ends first (see the module's documentation)."""
+    os.makedirs(args.workdir, exist_ok=True)  # a launcher not yet started looks here
+    with open(os.path.join(args.workdir, STOP_REQUESTED), "w") as handle:
+        handle.write("%f\n" % time.time())
     end_launcher(args.workdir)
+    return stop(args)
+
+
+def stop(args, keep_logs=True, journal=True):
+    """End the guest's qemu and remove its overlay and record (the launcher's own clean-up, and ``stop``'s)."""
     pidfile = os.path.join(args.workdir, "qemu.pid")
     try:  # a test may have left the guest paused (SIGSTOP): let it answer for its journal
         with open(pidfile) as handle:
             os.kill(int(handle.read().strip()), signal.SIGCONT)
     except (OSError, ValueError):
         pass
-    save_journal(args.workdir)
-    if os.path.exists(pidfile):
+    if journal:
+        save_journal(args.workdir)
+    try:
         with open(pidfile) as handle:
             text = handle.read().strip()
         if text.isdigit():
             end_process(int(text))
-        if os.path.exists(pidfile):  # qemu removes it itself when it exits cleanly
-            os.remove(pidfile)
+        os.remove(pidfile)  # qemu removes it itself when it exits cleanly
+    except FileNotFoundError:
+        pass
+    if os.path.isdir(args.workdir):
+        end_strays(args.workdir)
     for name in ["disk.qcow2", "instance.json"] + ([] if keep_logs else ["console.log"]):
-        path = os.path.join(args.workdir, name)
-        if os.path.exists(path):
-            os.remove(path)
+        try:
+            os.remove(os.path.join(args.workdir, name))
+        except FileNotFoundError:
+            pass
     return 0
 
 
@@ -394,7 +461,10 @@ def main(argv=None):
         ("--accel", {"choices": ["auto", "kvm", "tcg"], "default": "auto"}),
         ("--boot-timeout", {"type": int, "default": 420, "help": "seconds one boot may take to answer SSH"}),
         ("--boot-attempts", {"type": int, "default": 3, "help": "boots to try before giving up"}),
-    ], start, stop, argv)
+        ("--started-at", {"type": float, "default": None,
+                          "help": "when the caller decided to start this guest (seconds since the epoch): a stop "
+                                  "requested since then ends the boot, even one requested before this launcher ran"}),
+    ], start, stop_command, argv)
 
 
 if __name__ == "__main__":
