@@ -18,14 +18,20 @@ class PodNames(object):
     In a pod, the service account's token and the ``kubernetes`` Service are used. The list is
     read again only when asked about a container it does not know, and at most every ``interval``
     seconds, so a scrape normally costs no request at all.
+
+    A new container's cgroup appears before kubelet has written its id into the pod's status, so a
+    list read at that moment cannot name it: an id the list did not name is asked about again for
+    ``settle`` seconds from when it was first seen, then left alone (pod sandboxes, which no status
+    names, and containers already gone), so that it does not cause a list on every scrape.
     """
 
-    def __init__(self, node_name, interval=15.0, client=None):
+    def __init__(self, node_name, interval=15.0, client=None, settle=180.0):
         self.node_name = node_name
         self.interval = interval
+        self.settle = settle
         self.client = client or Client()
         self.names = {}
-        self.unnamed = set()
+        self.unnamed = {}  # {container id the last list did not name: when it was first seen}
         self.read_at = 0.0
 
     def usable(self):
@@ -41,14 +47,16 @@ class PodNames(object):
     def lookup(self, container_ids):
         """The names of the containers, reading the list again if a new one is unknown (rate-limited).
 
-        Ids the last list did not name (pod sandboxes, containers already gone) are remembered, so
-        that they do not cause a list on every scrape.
+        An id the last list did not name counts as unknown until ``settle`` seconds after it was
+        first seen (see the class).
         """
         if not self.usable():
             return {}
-        unknown = [cid for cid in container_ids if cid not in self.names and cid not in self.unnamed]
-        if unknown and time.time() - self.read_at >= self.interval:
-            self.read_at = time.time()
+        now = time.time()
+        unknown = [cid for cid in container_ids if cid not in self.names
+                   and now - self.unnamed.get(cid, now) < self.settle]
+        if unknown and now - self.read_at >= self.interval:
+            self.read_at = now
             try:
                 pods = self._list()
             except ApiError as exc:
@@ -63,5 +71,5 @@ class PodNames(object):
                         if cid:
                             names[cid] = (meta.get("namespace", ""), meta.get("name", ""), container.get("name", ""))
             self.names = names
-            self.unnamed = set(cid for cid in container_ids if cid not in names)
+            self.unnamed = dict((cid, self.unnamed.get(cid, now)) for cid in container_ids if cid not in names)
         return self.names

@@ -4,11 +4,15 @@
 
 from __future__ import absolute_import, division, print_function
 
+import json
 import os
 import sys
 
+import pytest
+
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "agent"))
 from numa_agent.kube import Client  # noqa: E402 pylint: disable=wrong-import-position
+from numa_agent import pods  # noqa: E402 pylint: disable=wrong-import-position
 from numa_agent.pods import PodNames  # noqa: E402 pylint: disable=wrong-import-position
 
 POD = {"metadata": {"namespace": "prod", "name": "db-0"},
@@ -18,16 +22,31 @@ POD = {"metadata": {"namespace": "prod", "name": "db-0"},
 
 
 class Listed(PodNames):
-    def __init__(self, pods, token_file):
-        super(Listed, self).__init__("w1", interval=0, client=Client("https://api.example", token_file=token_file))
+    def __init__(self, pods, token_file, interval=0):
+        super(Listed, self).__init__("w1", interval=interval, client=Client("https://api.example", token_file=token_file))
         self.pods, self.lists = pods, 0
 
     def _list(self):
         self.lists += 1
-        return {"items": self.pods}
+        return {"items": json.loads(json.dumps(self.pods))}
 
 
-def test_names_come_from_the_pod_list_and_unknown_ids_do_not_list_again(tmp_path):
+class Clock(object):
+    def __init__(self):
+        self.now = 1000.0
+
+    def time(self):
+        return self.now
+
+
+@pytest.fixture
+def clock(monkeypatch):
+    moved = Clock()
+    monkeypatch.setattr(pods, "time", moved)
+    return moved
+
+
+def test_names_come_from_the_pod_list_and_unknown_ids_list_again_only_while_new(tmp_path, clock):
     token = tmp_path / "token"
     token.write_text("t")
     names = Listed([POD], str(token))
@@ -35,10 +54,30 @@ def test_names_come_from_the_pod_list_and_unknown_ids_do_not_list_again(tmp_path
     found = names.lookup(["a" * 64, "b" * 64, sandbox])
     assert found == {"a" * 64: ("prod", "db-0", "init"), "b" * 64: ("prod", "db-0", "db")}
     assert names.lists == 1
+    clock.now += 60
     names.lookup(["a" * 64, "b" * 64, sandbox])
-    assert names.lists == 1, "a sandbox the list does not name must not cause a list on every scrape"
+    assert names.lists == 2, "an id the list did not name is asked about again while it is new"
+    clock.now += names.settle
+    names.lookup(["a" * 64, "b" * 64, sandbox])
+    names.lookup(["a" * 64, "b" * 64, sandbox])
+    assert names.lists == 2, "a sandbox the list never names must not cause a list on every scrape"
     names.lookup(["d" * 64])
-    assert names.lists == 2, "a new container is looked up"
+    assert names.lists == 3, "a new container is looked up"
+
+
+def test_a_container_whose_id_reaches_its_pods_status_after_the_first_list_is_named(tmp_path, clock):
+    token = tmp_path / "token"
+    token.write_text("t")
+    starting = {"metadata": {"namespace": "prod", "name": "db-0"},
+                "status": {"containerStatuses": [{"name": "db", "state": {"waiting": {}}}]}}
+    names = Listed([starting], str(token), interval=15)
+    assert names.lookup(["b" * 64]) == {}
+    starting["status"]["containerStatuses"][0]["containerID"] = "containerd://" + "b" * 64
+    clock.now += 5
+    assert names.lookup(["b" * 64]) == {} and names.lists == 1, "at most one list every interval"
+    clock.now += 10
+    assert names.lookup(["b" * 64]) == {"b" * 64: ("prod", "db-0", "db")}
+    assert names.lists == 2
 
 
 def test_without_a_service_account_nothing_is_asked(tmp_path):
