@@ -20,9 +20,10 @@ class PodNames(object):
     seconds, so a scrape normally costs no request at all.
 
     A new container's cgroup appears before kubelet has written its id into the pod's status, so a
-    list read at that moment cannot name it: an id the list did not name is asked about again for
-    ``settle`` seconds from when it was first seen, then left alone (pod sandboxes, which no status
-    names, and containers already gone), so that it does not cause a list on every scrape.
+    list read at that moment cannot name it: an id the list did not name is asked about again each
+    time its age since first seen has doubled (at 15, 30, 60 and 120 s with the defaults: five lists
+    for a pod sandbox, which no status names) until ``settle`` seconds, then left alone (sandboxes,
+    containers already gone), so that it does not cause a list on every scrape. Times are monotonic.
     """
 
     def __init__(self, node_name, interval=15.0, client=None, settle=180.0):
@@ -31,8 +32,8 @@ class PodNames(object):
         self.settle = settle
         self.client = client or Client()
         self.names = {}
-        self.unnamed = {}  # {container id the last list did not name: when it was first seen}
-        self.read_at = 0.0
+        self.unnamed = {}  # {container id the last list did not name: (first seen, next look)}
+        self.read_at = None
 
     def usable(self):
         return bool(self.node_name and self.client.usable())
@@ -52,10 +53,11 @@ class PodNames(object):
         """
         if not self.usable():
             return {}
-        now = time.time()
+        now = time.monotonic()
         unknown = [cid for cid in container_ids if cid not in self.names
-                   and now - self.unnamed.get(cid, now) < self.settle]
-        if unknown and now - self.read_at >= self.interval:
+                   and (cid not in self.unnamed
+                        or self.unnamed[cid][1] <= now < self.unnamed[cid][0] + self.settle)]
+        if unknown and (self.read_at is None or now - self.read_at >= self.interval):
             self.read_at = now
             try:
                 pods = self._list()
@@ -71,5 +73,10 @@ class PodNames(object):
                         if cid:
                             names[cid] = (meta.get("namespace", ""), meta.get("name", ""), container.get("name", ""))
             self.names = names
-            self.unnamed = dict((cid, self.unnamed.get(cid, now)) for cid in container_ids if cid not in names)
+            unnamed = {}
+            for cid in container_ids:
+                if cid not in names:
+                    first = self.unnamed.get(cid, (now, None))[0]
+                    unnamed[cid] = (first, now + max(self.interval, now - first))
+            self.unnamed = unnamed
         return self.names

@@ -11,7 +11,7 @@ import sys
 import pytest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "agent"))
-from numa_agent.kube import Client  # noqa: E402 pylint: disable=wrong-import-position
+from numa_agent.kube import ApiError, Client  # noqa: E402 pylint: disable=wrong-import-position
 from numa_agent import pods  # noqa: E402 pylint: disable=wrong-import-position
 from numa_agent.pods import PodNames  # noqa: E402 pylint: disable=wrong-import-position
 
@@ -35,7 +35,7 @@ class Clock(object):
     def __init__(self):
         self.now = 1000.0
 
-    def time(self):
+    def monotonic(self):
         return self.now
 
 
@@ -49,20 +49,46 @@ def clock(monkeypatch):
 def test_names_come_from_the_pod_list_and_unknown_ids_list_again_only_while_new(tmp_path, clock):
     token = tmp_path / "token"
     token.write_text("t")
-    names = Listed([POD], str(token))
+    names = Listed([POD], str(token), interval=15)
     sandbox = "c" * 64
     found = names.lookup(["a" * 64, "b" * 64, sandbox])
     assert found == {"a" * 64: ("prod", "db-0", "init"), "b" * 64: ("prod", "db-0", "db")}
     assert names.lists == 1
-    clock.now += 60
-    names.lookup(["a" * 64, "b" * 64, sandbox])
-    assert names.lists == 2, "an id the list did not name is asked about again while it is new"
-    clock.now += names.settle
-    names.lookup(["a" * 64, "b" * 64, sandbox])
-    names.lookup(["a" * 64, "b" * 64, sandbox])
-    assert names.lists == 2, "a sandbox the list never names must not cause a list on every scrape"
+    # scrapes every 15 s for ten minutes: the sandbox no status names is asked about again as its
+    # age doubles (15, 30, 60, 120 s), then never
+    seen = []
+    for _scrape in range(40):
+        clock.now += 15
+        names.lookup(["a" * 64, "b" * 64, sandbox])
+        seen.append(names.lists)
+    assert names.lists == 5, seen
+    assert seen[-30:] == [5] * 30, "a sandbox the list never names must not cause a list on every scrape"
     names.lookup(["d" * 64])
-    assert names.lists == 3, "a new container is looked up"
+    assert names.lists == 6, "a new container is looked up"
+
+
+def test_a_failed_list_keeps_the_names_and_is_tried_again_after_the_interval(tmp_path, clock):
+    token = tmp_path / "token"
+    token.write_text("t")
+    names = Listed([POD], str(token), interval=15)
+    names.lookup(["a" * 64])
+    failing = [True]
+
+    def refuse():
+        names.lists += 1
+        if failing[0]:
+            raise ApiError(503, "the API server is away")
+        return {"items": [POD]}
+
+    names._list = refuse
+    known = {"a" * 64: ("prod", "db-0", "init"), "b" * 64: ("prod", "db-0", "db")}
+    clock.now += 15
+    assert names.lookup(["a" * 64, "d" * 64]) == known, "the names of the last good list stay"
+    assert names.lists == 2
+    assert names.lookup(["a" * 64, "d" * 64]) == known and names.lists == 2, "at most one list every interval"
+    failing[0] = False
+    clock.now += 15
+    assert names.lookup(["a" * 64, "d" * 64]) == known and names.lists == 3
 
 
 def test_a_container_whose_id_reaches_its_pods_status_after_the_first_list_is_named(tmp_path, clock):
