@@ -9,6 +9,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import contextlib
 import json
 import os
 import subprocess
@@ -73,11 +74,27 @@ def _stop(workdir):
                           capture_output=True, text=True, check=False, timeout=300)
 
 
-def _nothing_left(workdir):
+def _ended_by_the_stop(launcher, workdir, seconds):
+    """The launcher exits 143 within ``seconds``, saying why, and nothing of the guest is left."""
+    out, err = launcher.communicate(timeout=seconds)
+    assert launcher.returncode == 143, (out, err)
+    assert "the boot of stopped-early was stopped" in err
+    assert out == ""
     time.sleep(3)  # a qemu started late would be up by now
     assert subprocess.run(["pgrep", "-f", "qemu-system.*" + workdir], check=False).returncode == 1
     for name in ("qemu.pid", "disk.qcow2", "instance.json", "launcher.pid"):
         assert not os.path.exists(os.path.join(workdir, name)), name
+
+
+@contextlib.contextmanager
+def _cleaned_up(launcher, workdir):
+    try:
+        yield launcher
+    finally:
+        if launcher.poll() is None:
+            launcher.kill()
+            launcher.wait()
+        _stop(workdir)
 
 
 def test_a_stop_made_before_its_launcher_ran_ends_that_boot(image, tmp_path):
@@ -86,18 +103,8 @@ def test_a_stop_made_before_its_launcher_ran_ends_that_boot(image, tmp_path):
     workdir = str(tmp_path / "vm")
     decided = time.time()
     assert _stop(workdir).returncode == 0
-    launcher = _launcher(image, ["--workdir=" + workdir], "--started-at=%f" % decided)
-    try:
-        out, err = launcher.communicate(timeout=60)
-        assert launcher.returncode == 143, (out, err)
-        assert "the boot of stopped-early was stopped" in err
-        assert out == ""
-        _nothing_left(workdir)
-    finally:
-        if launcher.poll() is None:
-            launcher.kill()
-            launcher.wait()
-        _stop(workdir)
+    with _cleaned_up(_launcher(image, ["--workdir=" + workdir], "--started-at=%f" % decided), workdir) as launcher:
+        _ended_by_the_stop(launcher, workdir, 60)
 
 
 def test_a_stop_while_qemu_boots_ends_the_launcher_and_leaves_no_qemu(image, tmp_path):
@@ -106,8 +113,7 @@ def test_a_stop_while_qemu_boots_ends_the_launcher_and_leaves_no_qemu(image, tmp
     assert _stop(workdir).returncode == 0
     time.sleep(1.2)
     # the launcher names its directory relative to its own, in two words; stop names it absolute
-    launcher = _launcher(image, ["--workdir", "vm"], cwd=str(tmp_path))
-    try:
+    with _cleaned_up(_launcher(image, ["--workdir", "vm"], cwd=str(tmp_path)), workdir) as launcher:
         deadline = time.time() + 60
         while not os.path.exists(os.path.join(workdir, "qemu.pid")) and time.time() < deadline:
             assert launcher.poll() is None, launcher.communicate()
@@ -116,12 +122,4 @@ def test_a_stop_while_qemu_boots_ends_the_launcher_and_leaves_no_qemu(image, tmp
         stop = _stop(workdir)
         assert stop.returncode == 0, stop
         # stop returns once the launcher is gone: before it did, the launcher retried with a fresh qemu
-        out, err = launcher.communicate(timeout=10)
-        assert launcher.returncode == 143, (out, err)
-        assert "the boot of stopped-early was stopped" in err
-        _nothing_left(workdir)
-    finally:
-        if launcher.poll() is None:
-            launcher.kill()
-            launcher.wait()
-        _stop(workdir)
+        _ended_by_the_stop(launcher, workdir, 10)
