@@ -48,8 +48,8 @@ class PodNames(object):
     def lookup(self, container_ids):
         """The names of the containers, reading the list again if a new one is unknown (rate-limited).
 
-        An id the last list did not name counts as unknown until ``settle`` seconds after it was
-        first seen (see the class).
+        An id the last list did not name counts as unknown again each time its age has doubled,
+        until ``settle`` seconds after it was first seen (see the class).
         """
         if not self.usable():
             return {}
