@@ -179,8 +179,12 @@ def collection_lib(root, workdir):
     lib = os.path.join(workdir, "lib")
     os.makedirs(os.path.join(lib, "ansible_collections", "numa"), exist_ok=True)
     link = os.path.join(lib, "ansible_collections", "numa", "kube")
-    if not os.path.islink(link):
-        os.symlink(os.path.realpath(root), link)
+    target = os.path.realpath(root)
+    try:
+        os.symlink(target, link)
+    except FileExistsError:  # made already, by this process or a sibling side of the race
+        if os.path.realpath(link) != target:
+            raise SystemExit("%s points elsewhere than %s: remove it" % (link, target))
     return lib
 
 
@@ -454,6 +458,7 @@ def _short(path, sysfs, cgroup):
 
 
 def race(count, scrapes, sysfs, cgroup, names_file, root):
+    collection_lib(root, os.path.dirname(names_file))  # once, before the sides start together
     sides = {}
     for role in ("exporter", "exporter-walking", "floor"):
         sides[role] = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--child", role, "--sysfs", sysfs,

@@ -72,3 +72,20 @@ def test_made_up_machines_have_memory_only_nodes_and_hyperthread_siblings(bench,
     assert open(os.path.join(root, "devices/system/cpu/cpu6/topology/thread_siblings_list")).read() == "2,6\n"
     topology = numa_metrics.Scraper(root).topology
     assert [len(n["cpus"]) for n in topology.nodes] == [4, 4, 0, 0] and len(topology.cpu_node) == 8
+
+
+def test_a_side_finds_the_collection_link_made_by_its_sibling(bench, tmp_path, monkeypatch):
+    """The race's sides start together and each asks for the collection's folder: one that finds the
+    link made by a sibling between its check and its own link uses it, and a link pointing elsewhere is
+    refused by name."""
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    lib = bench.collection_lib(root, str(tmp_path))
+    link = os.path.join(lib, "ansible_collections", "numa", "kube")
+    monkeypatch.setattr(os.path, "islink", lambda path: False)  # the sibling made it just after a check
+    assert bench.collection_lib(root, str(tmp_path)) == lib
+    assert os.path.realpath(link) == os.path.realpath(root)
+    monkeypatch.undo()
+    os.unlink(link)
+    os.symlink(str(tmp_path), link)
+    with pytest.raises(SystemExit, match="points elsewhere"):
+        bench.collection_lib(root, str(tmp_path))
