@@ -70,9 +70,11 @@ def importable(root=ROOT):
     lib = os.path.join(os.environ.get("TMPDIR", "/tmp"), "numa-kube-bench-%d-%s"
                        % (os.getuid(), hashlib.sha1(os.path.realpath(root).encode()).hexdigest()[:12]))
     link = os.path.join(lib, "ansible_collections", "numa", "kube")
-    if not os.path.islink(link):
-        os.makedirs(os.path.dirname(link), exist_ok=True)
+    os.makedirs(os.path.dirname(link), exist_ok=True)
+    try:
         os.symlink(os.path.realpath(root), link)
+    except FileExistsError:  # an earlier or a concurrent run made it: the folder's name is the target's hash
+        pass
     sys.path.insert(0, lib)
     return root
 
