@@ -109,6 +109,15 @@ def test_the_service_monitor_becomes_a_tls_scrape_job(api):
     assert job["bearer_token_file"] == TOKEN_FILE, sorted(job)
 
 
+def test_the_test_beds_config_reloader_runs_without_a_cpu_limit(api):
+    """The operator runs with --config-reloader-cpu-limit=0 (control_plane.py says why: a guest's
+    stall under TCG would leave a 10m reloader unkillable and the Prometheus pod terminating)."""
+    pod = api.read_namespaced_pod("prometheus-numa-0", "monitoring")
+    reloaders = [c for c in pod.spec.containers if c.name == "config-reloader"]
+    assert len(reloaders) == 1, [c.name for c in pod.spec.containers]
+    assert "cpu" not in ((reloaders[0].resources and reloaders[0].resources.limits) or {}), reloaders[0].resources
+
+
 def test_prometheus_scrapes_every_nodes_exporter_over_tls(prometheus):
     def scraped():
         targets = [t for t in prometheus("/api/v1/targets", state="active")["activeTargets"]

@@ -309,9 +309,15 @@ def start(args):
         # prometheus-operator as a process of the host, as any controller with a kubeconfig runs:
         # its CRDs first (it leaves out the kinds whose CRD it does not find at start)
         create_crds(api_port, pki, os.path.join(operator, "crds"))
+        # No CPU limit on the config reloader (the operator's default is 10m). A guest under TCG has
+        # no steal time: when its vCPUs do not run for minutes, the task that was on one is charged
+        # all of that time, and at 10m its cgroup then owes the quota for hours. Kubelet can no
+        # longer stop it (a SIGKILL needs the task to run), so the Prometheus pod stays
+        # terminating and every drain of its node runs out of time (a whole run on 2026-11-26).
         pids.append(spawn(args.workdir, "prometheus-operator", [
             os.path.join(operator, "operator"), "--web.listen-address=127.0.0.1:%d" % free_port(),
-            "--prometheus-config-reloader=" + PROMETHEUS_IMAGE, "--log-level=info"],
+            "--prometheus-config-reloader=" + PROMETHEUS_IMAGE, "--config-reloader-cpu-limit=0",
+            "--log-level=info"],
             env=dict(os.environ, KUBECONFIG=admin)).pid)
     kubelets = {}
     for name in args.node_name:
