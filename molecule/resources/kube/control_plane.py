@@ -309,11 +309,12 @@ def start(args):
         # prometheus-operator as a process of the host, as any controller with a kubeconfig runs:
         # its CRDs first (it leaves out the kinds whose CRD it does not find at start)
         create_crds(api_port, pki, os.path.join(operator, "crds"))
-        # No CPU limit on the config reloader (the operator's default is 10m). A guest under TCG has
-        # no steal time: when its vCPUs do not run for minutes, the task that was on one is charged
-        # all of that time, and at 10m its cgroup then owes the quota for hours. Kubelet can no
-        # longer stop it (a SIGKILL needs the task to run), so the Prometheus pod stays
-        # terminating and every drain of its node runs out of time (a whole run on 2026-11-26).
+        # No CPU limit on the config reloader (the operator's default is 10m). Tests hold a guest
+        # stopped for minutes (testlib.PausedGuest) while its clock goes on with the host's; when
+        # it runs again, a task that was on a vCPU is charged the whole pause. At 10m the
+        # reloader's cgroup then owes its quota for hours, SIGKILL cannot end it (the task must
+        # run to die), and its Prometheus pod stays terminating: every drain of that node ran out
+        # of time in a whole run on 2026-11-26.
         pids.append(spawn(args.workdir, "prometheus-operator", [
             os.path.join(operator, "operator"), "--web.listen-address=127.0.0.1:%d" % free_port(),
             "--prometheus-config-reloader=" + PROMETHEUS_IMAGE, "--config-reloader-cpu-limit=0",
