@@ -182,7 +182,7 @@ def collection_lib(root, workdir):
     target = os.path.realpath(root)
     try:
         os.symlink(target, link)
-    except FileExistsError:  # made already, by this process or a sibling side of the race
+    except FileExistsError:  # made already: by race() before the sides started, or by an earlier call
         if os.path.realpath(link) != target:
             raise SystemExit("%s points elsewhere than %s: remove it" % (link, target))
     return lib

@@ -75,6 +75,10 @@ def importable(root=ROOT):
         os.symlink(os.path.realpath(root), link)
     except FileExistsError:  # an earlier or a concurrent run made it: the folder's name is the target's hash
         pass
+    # the folder goes first on sys.path: only one this user made, holding a link to this collection
+    if os.lstat(lib).st_uid != os.getuid() or not os.path.islink(link) or \
+            os.path.realpath(link) != os.path.realpath(root):
+        raise SystemExit("%s is not this user's link to %s: remove %s and run again" % (link, root, lib))
     sys.path.insert(0, lib)
     return root
 

@@ -196,10 +196,10 @@ class PausedGuest(object):
     An idle guest still costs about 40 % of a host core under TCG (its kubelet and containerd
     housekeeping, emulated); on a 2-core machine that slows the guest under test. The paused
     guest's kubelet misses its heartbeats meanwhile; numa_vm.py's stop continues a paused qemu.
-    The guest's clock follows the host's through the pause, so the task that was on each vCPU is
-    charged the whole pause when it runs again: a container with a small CPU limit is then
-    throttled for a long time (its kernel also logs that its RCU thread starved). Prometheus'
-    config reloader runs without its CPU limit for that reason (control_plane.py).
+    The guest's clock follows the host's through the pause, so a task that was running on a vCPU
+    when qemu stopped is charged the whole pause (its kernel also logs that its RCU thread
+    starved): under a CPU limit of L cores it is then throttled for about the pause divided by L.
+    Prometheus' config reloader runs without its 10m limit for that reason (control_plane.py).
     """
 
     def __init__(self, workdir):

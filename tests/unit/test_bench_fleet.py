@@ -10,6 +10,7 @@ __metaclass__ = type
 import importlib.util
 import json
 import os
+import sys
 
 import pytest
 
@@ -210,3 +211,19 @@ def test_the_other_modules_finish_against_the_stand_in_with_a_few_requests(bench
     assert fleet.kinds["write"] >= 2 and figures["virtual"] >= bench.STARTUP
     # a healthy rollout of 3 nodes is over in a few rounds, not a stalled wait's 150
     assert figures["rounds"] <= 10, figures
+
+
+def test_importable_takes_its_own_link_again_and_refuses_one_to_elsewhere(bench, tmp_path, monkeypatch):
+    """Runs side by side find the link another made and use it; a link there to another tree is
+    refused by name instead of going first on sys.path."""
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    bench.importable()
+    bench.importable()  # the link is there already
+    [lib] = [path for path in tmp_path.iterdir() if path.name.startswith("numa-kube-bench-")]
+    link = lib / "ansible_collections" / "numa" / "kube"
+    assert os.path.realpath(str(link)) == os.path.realpath(bench.ROOT)
+    link.unlink()
+    link.symlink_to(tmp_path)
+    with pytest.raises(SystemExit, match="is not this user's link"):
+        bench.importable()

@@ -110,8 +110,9 @@ def test_the_service_monitor_becomes_a_tls_scrape_job(api):
 
 
 def test_the_test_beds_config_reloader_runs_without_a_cpu_limit(api):
-    """The operator runs with --config-reloader-cpu-limit=0 (control_plane.py says why: a guest's
-    stall under TCG would leave a 10m reloader unkillable and the Prometheus pod terminating)."""
+    """The operator runs with --config-reloader-cpu-limit=0 (control_plane.py says why: a test holds
+    numa-uneven stopped, the pause is charged to the task on each vCPU, and a reloader limited to
+    10m would then be throttled a hundred times as long, unkillable, its pod left terminating)."""
     pod = api.read_namespaced_pod("prometheus-numa-0", "monitoring")
     reloaders = [c for c in pod.spec.containers if c.name == "config-reloader"]
     assert len(reloaders) == 1, [c.name for c in pod.spec.containers]

@@ -311,10 +311,11 @@ def start(args):
         create_crds(api_port, pki, os.path.join(operator, "crds"))
         # No CPU limit on the config reloader (the operator's default is 10m). Tests hold a guest
         # stopped for minutes (testlib.PausedGuest) while its clock goes on with the host's; when
-        # it runs again, a task that was on a vCPU is charged the whole pause. At 10m the
-        # reloader's cgroup then owes its quota for hours, SIGKILL cannot end it (the task must
-        # run to die), and its Prometheus pod stays terminating: every drain of that node ran out
-        # of time in a whole run on 2026-11-26.
+        # it runs again, a task that happened to be running on a vCPU is charged the whole pause,
+        # and its cgroup repays that at its limit's rate: 100 times the pause at 10m. The guests'
+        # kernel (6.12) throttles the whole cgroup, so SIGKILL cannot end the task (it must run to
+        # die) and the Prometheus pod stays terminating: every drain of that node ran out of time
+        # in a whole run on 2026-11-26.
         pids.append(spawn(args.workdir, "prometheus-operator", [
             os.path.join(operator, "operator"), "--web.listen-address=127.0.0.1:%d" % free_port(),
             "--prometheus-config-reloader=" + PROMETHEUS_IMAGE, "--config-reloader-cpu-limit=0",
