@@ -99,8 +99,10 @@ def build_parser():
                                "(SubjectAccessReview), as kube-rbac-proxy does; none lets in anyone who reaches the "
                                "port (only where something in front already guards it)")
     exporter.add_argument("--review-timeout", type=float, default=4.0,
-                          help="seconds each review may take; a slower API server gets the scraper a 503 "
-                               "(default %(default)s)")
+                          help="seconds a scrape waits for the API server's verdict on its token (TokenReview "
+                               "and SubjectAccessReview together), and each request's timeout; a slower API server "
+                               "gets the scraper a 503, the verdict, once in, is kept for the next scrape "
+                               "(default %(default)s: well inside Prometheus' 10 s scrape timeout)")
     publisher = programs.add_parser(
         "topology-publisher", help="keep this node's Numatopology (Volcano's numa-aware plugin) current",
         description="The Numatopology publisher: kubelet's policies (its /configz), its free CPUs (PodResources) "

@@ -10,9 +10,18 @@ kube-prometheus's Prometheus ClusterRole grants with ``nonResourceURLs: [/metric
 
 Each verdict is kept a short while (60 s when allowed, 10 s when refused), by the token's SHA-256,
 in a table of bounded size, so that a scrape normally costs no request; a revoked token or grant
-stops working within that time. An API server that cannot answer within the client's timeout gets
-the scraper a 503 (not kept): never a hang, never a guess. The exporter's service account needs
-``create`` on tokenreviews and subjectaccessreviews (what ``system:auth-delegator`` grants).
+stops working within that time. An allowed verdict older than a third of its life is reviewed
+again in the background while the table still answers, so a scraper that comes back every 30 s
+never waits on the API server after its first scrape; a refusal from that review replaces the
+verdict at once, a failure leaves it to its own expiry. Times are monotonic.
+
+A scrape waits for a review at most ``wait`` seconds (the client's timeout, ``--review-timeout``),
+both requests and a free slot together, well inside Prometheus' scrape timeout (10 s unless the
+ServiceMonitor says otherwise): an API server that has not answered by then gets the scraper a 503
+(not kept): never a hang, never a guess. The review goes on meanwhile, and its verdict, once in, is
+kept for the next scrape; scrapes with the same token share the review under way. The exporter's
+service account needs ``create`` on tokenreviews and subjectaccessreviews (what
+``system:auth-delegator`` grants).
 """
 
 import collections
@@ -45,23 +54,37 @@ def bearer_token(header):
     return token
 
 
+class _Review(object):
+    """A review under way: ``done`` is set once ``verdict`` ((status, reason)) is in."""
+
+    def __init__(self):
+        self.done = threading.Event()
+        self.verdict = None
+
+
 class TokenReviewer(object):
     """The ``authorize`` callable of metrics_server: ``(status, reason)`` for an Authorization header.
 
-    ``client`` is the agent's API client (numa_agent.kube.Client; its timeout bounds each of the
-    two reviews); ``path`` the non-resource URL asked about; at most ``in_flight`` reviews run at
-    once, a request that finds no free slot within the client's timeout gets a 503 (a flood of
-    made-up tokens must not become a flood of requests to the API server).
+    ``client`` is the agent's API client (numa_agent.kube.Client; its timeout bounds each request);
+    ``path`` the non-resource URL asked about; ``wait`` the most a scrape waits for a verdict
+    (default the client's timeout); ``refresh_after`` the age from which an allowed verdict is
+    reviewed again in the background (default a third of ``allowed_seconds``). At most
+    ``in_flight`` reviews run at once: a request that finds no free slot within its wait gets a 503
+    (a flood of made-up tokens must not become a flood of requests to the API server), and a
+    refresh that finds none is tried again at the next scrape.
     """
 
     def __init__(self, client, path="/metrics", allowed_seconds=ALLOWED_SECONDS, denied_seconds=DENIED_SECONDS,
-                 cache_size=CACHE_SIZE, in_flight=IN_FLIGHT, clock=time.monotonic):
+                 cache_size=CACHE_SIZE, in_flight=IN_FLIGHT, clock=time.monotonic, wait=None, refresh_after=None):
         self.client = client
         self.path = path
         self.seconds = {200: allowed_seconds, 401: denied_seconds, 403: denied_seconds}
         self.cache_size = cache_size
         self.clock = clock
-        self.cache = collections.OrderedDict()  # token digest -> (until, status, reason), oldest first
+        self.wait = client.timeout if wait is None else wait
+        self.refresh_after = allowed_seconds / 3.0 if refresh_after is None else refresh_after
+        self.cache = collections.OrderedDict()  # token digest -> (until, status, reason, reviewed at), oldest first
+        self.pending = {}  # token digest -> the _Review under way
         self.lock = threading.Lock()
         self.slots = threading.BoundedSemaphore(in_flight)
 
@@ -70,31 +93,78 @@ class TokenReviewer(object):
         if token is None:
             return 401, "no bearer token: send Authorization: Bearer <a service account token>"
         key = hashlib.sha256(token.encode("utf-8")).hexdigest()
-        kept = self._kept(key)
+        kept = self._kept(key, token)
         if kept is not None:
             return kept
-        if not self.slots.acquire(timeout=self.client.timeout):
+        deadline = time.monotonic() + self.wait
+        review = self._start(key, token, deadline)
+        if review is None:
             return 503, "too many token reviews under way; try again"
-        try:
-            status, reason = self._review(token)
-        except ApiError as exc:
-            LOG.warning("could not review a scraper's token: %s", exc)
-            answered = "HTTP %d" % exc.status if exc.status else "no answer"
-            return 503, "the API server did not review the token (%s)" % answered
-        finally:
-            self.slots.release()
-        self._keep(key, status, reason)
-        return status, reason
+        if not review.done.wait(max(0.0, deadline - time.monotonic())):
+            LOG.warning("the API server did not review a scraper's token within %g s; the review goes on, its "
+                        "verdict is kept for the next scrape", self.wait)
+            return 503, "the API server did not review the token (no answer)"
+        return review.verdict
 
-    def _kept(self, key):
+    def _kept(self, key, token):
+        """The kept verdict (None when there is none or it expired), refreshed in the background when old."""
+        now = self.clock()
         with self.lock:
             found = self.cache.get(key)
             if found is None:
                 return None
-            if found[0] <= self.clock():
+            until, status, reason, reviewed = found
+            if until <= now:
                 del self.cache[key]
                 return None
-            return found[1], found[2]
+            if status == 200 and now - reviewed >= self.refresh_after and key not in self.pending:
+                if self.slots.acquire(blocking=False):
+                    self._run(key, token)
+            return status, reason
+
+    def _start(self, key, token, deadline):
+        """The review of this token under way, started if there is none; None when no slot freed in time."""
+        with self.lock:
+            review = self.pending.get(key)
+        if review is not None:
+            return review
+        if not self.slots.acquire(timeout=max(0.0, deadline - time.monotonic())):
+            return None
+        with self.lock:
+            review = self.pending.get(key)
+            if review is not None:  # another scrape with this token started one meanwhile
+                self.slots.release()
+                return review
+            return self._run(key, token)
+
+    def _run(self, key, token):
+        """Start a review in its own thread (the caller holds the lock and a slot, which the thread frees)."""
+        review = self.pending[key] = _Review()
+        thread = threading.Thread(target=self._reviewed, args=(key, token, review), name="token-review",
+                                  daemon=True)
+        thread.start()
+        return review
+
+    def _reviewed(self, key, token, review):
+        verdict = (503, "the credentials check failed")
+        try:
+            status, reason = self._review(token)
+        except ApiError as exc:
+            LOG.warning("could not review a scraper's token: %s", exc)
+            verdict = (503, "the API server did not review the token (%s)" % (
+                "HTTP %d" % exc.status if exc.status else "no answer"))
+        except Exception:  # pylint: disable=broad-except
+            LOG.exception("the review of a scraper's token failed")
+        else:
+            self._keep(key, status, reason)
+            verdict = (status, reason)
+        finally:
+            with self.lock:
+                if self.pending.get(key) is review:
+                    del self.pending[key]
+            self.slots.release()
+            review.verdict = verdict
+            review.done.set()
 
     def _keep(self, key, status, reason):
         now = self.clock()
@@ -105,7 +175,7 @@ class TokenReviewer(object):
                     del self.cache[old]
             while len(self.cache) >= self.cache_size:
                 self.cache.popitem(last=False)
-            self.cache[key] = (now + self.seconds[status], status, reason)
+            self.cache[key] = (now + self.seconds[status], status, reason, now)
 
     def _review(self, token):
         answer = self.client.request("POST", TOKEN_REVIEWS, {

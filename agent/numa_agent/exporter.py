@@ -20,9 +20,15 @@ serves anyone who reaches the port: only for an exporter that something in front
 guards (a kube-rbac-proxy sidecar, a network policy or mesh that lets in Prometheus alone), one on
 a node outside a cluster's pods (the systemd service, behind its TLS and listen address), or one
 listening on loopback for a test. ``--containers`` limits the per-container series.
+
+A scrape never waits long on anything but the node's own files, so that it answers well inside
+Prometheus' scrape timeout (10 s by default) on a slow or loaded node: the token's review at most
+``--review-timeout`` (authn.py), kubelet's two PodResources calls ``KUBELET_SECONDS`` together,
+the API server's list of pods at most ``PodNames.wait`` (it goes on in the background).
 """
 
 import logging
+import time
 
 from ansible_collections.numa.kube.plugins.module_utils import metrics_server, numa_metrics
 from numa_agent.authn import scraper_check
@@ -31,6 +37,9 @@ from numa_agent.pods import PodNames
 
 LOG = logging.getLogger("exporter")
 KUBELET_DATA = ("pod-resources", "checkpoints")
+# the most a scrape waits for kubelet's PodResources API, both calls together (a local socket that
+# answers in milliseconds; a kubelet slower than this is reported by numa_exporter_pod_resources_up 0)
+KUBELET_SECONDS = 2.0
 
 
 class Exporter(object):
@@ -54,9 +63,13 @@ class Exporter(object):
         up = numa_metrics.Family("numa_exporter_pod_resources_up", "gauge", "1 when kubelet's PodResources API "
                                  "answered this scrape, 0 when it did not.")
         if self.pod_resources is not None:
+            deadline = time.monotonic() + KUBELET_SECONDS
             try:
-                assigned = self.pod_resources.assigned()
-                allocatable = self.pod_resources.allocatable()
+                assigned = self.pod_resources.assigned(timeout=KUBELET_SECONDS)
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise self.rpc_error("kubelet's List took the whole %g s" % KUBELET_SECONDS)
+                allocatable = self.pod_resources.allocatable(timeout=left)
                 up.add((), 1)
             except self.rpc_error as exc:
                 LOG.warning("kubelet's PodResources API did not answer: %s", exc.code() if hasattr(exc, "code") else exc)

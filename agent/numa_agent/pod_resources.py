@@ -34,14 +34,17 @@ class PodResources(object):
         self.channel = grpc.insecure_channel("unix://" + socket_path)
         self.stub = api_pb2_grpc.PodResourcesListerStub(self.channel)
 
-    def assigned(self):
-        response = self.stub.List(api_pb2.ListPodResourcesRequest(), timeout=self.timeout)
+    def assigned(self, timeout=None):
+        """What kubelet assigned to each container; ``timeout`` (seconds) replaces the default one."""
+        response = self.stub.List(api_pb2.ListPodResourcesRequest(), timeout=timeout or self.timeout)
         return [{"namespace": pod.namespace, "name": pod.name,
                  "containers": [{"name": c.name, "cpu_ids": list(c.cpu_ids), "memory": _memory(c.memory),
                                  "devices": _devices(c.devices)} for c in pod.containers]}
                 for pod in response.pod_resources]
 
-    def allocatable(self):
-        response = self.stub.GetAllocatableResources(api_pb2.AllocatableResourcesRequest(), timeout=self.timeout)
+    def allocatable(self, timeout=None):
+        """What kubelet may assign; ``timeout`` (seconds) replaces the default one."""
+        response = self.stub.GetAllocatableResources(api_pb2.AllocatableResourcesRequest(),
+                                                     timeout=timeout or self.timeout)
         return {"cpu_ids": list(response.cpu_ids), "memory": _memory(response.memory),
                 "devices": _devices(response.devices)}

@@ -4,10 +4,11 @@
 """The names of this node's containers (namespace, pod, container), by container id, from the API server."""
 
 import logging
+import threading
 import time
 import urllib.parse
 
-from numa_agent.kube import ApiError, Client
+from numa_agent.kube import Client
 
 LOG = logging.getLogger("pods")
 
@@ -24,16 +25,24 @@ class PodNames(object):
     time its age since first seen has doubled (at 15, 30, 60 and 120 s with the defaults: five lists
     for a pod sandbox, which no status names) until ``settle`` seconds, then left alone (sandboxes,
     containers already gone), so that it does not cause a list on every scrape. Times are monotonic.
+
+    The list is read in a thread of its own: the scrape that wants it waits at most ``wait``
+    seconds, then goes on with the names it has (the new container gets its series from the scrape
+    after the list came in), so an API server that is slow to answer never holds a scrape past
+    Prometheus' scrape timeout. One list at a time.
     """
 
-    def __init__(self, node_name, interval=15.0, client=None, settle=180.0):
+    def __init__(self, node_name, interval=15.0, client=None, settle=180.0, wait=0.5):
         self.node_name = node_name
         self.interval = interval
         self.settle = settle
+        self.wait = wait
         self.client = client or Client()
         self.names = {}
         self.unnamed = {}  # {container id the last list did not name: (first seen, next look)}
         self.read_at = None
+        self.lock = threading.Lock()
+        self.listing = None  # the thread reading the list, while it runs
 
     def usable(self):
         return bool(self.node_name and self.client.usable())
@@ -49,29 +58,37 @@ class PodNames(object):
         """The names of the containers, reading the list again if a new one is unknown (rate-limited).
 
         An id the last list did not name counts as unknown again each time its age has doubled,
-        until ``settle`` seconds after it was first seen (see the class).
+        until ``settle`` seconds after it was first seen (see the class). Waits for the list it
+        starts at most ``wait`` seconds.
         """
         if not self.usable():
             return {}
         now = time.monotonic()
-        unknown = [cid for cid in container_ids if cid not in self.names
-                   and (cid not in self.unnamed
-                        or self.unnamed[cid][1] <= now < self.unnamed[cid][0] + self.settle)]
-        if unknown and (self.read_at is None or now - self.read_at >= self.interval):
-            self.read_at = now
-            try:
-                pods = self._list()
-            except ApiError as exc:
-                LOG.warning("could not list the pods of node %s: %s", self.node_name, exc)
-                return self.names
-            names = {}
-            for pod in pods.get("items") or []:
-                meta, status = pod.get("metadata") or {}, pod.get("status") or {}
-                for field in ("initContainerStatuses", "containerStatuses", "ephemeralContainerStatuses"):
-                    for container in status.get(field) or []:
-                        cid = (container.get("containerID") or "").rpartition("://")[2]
-                        if cid:
-                            names[cid] = (meta.get("namespace", ""), meta.get("name", ""), container.get("name", ""))
+        with self.lock:
+            unknown = [cid for cid in container_ids if cid not in self.names
+                       and (cid not in self.unnamed
+                            or self.unnamed[cid][1] <= now < self.unnamed[cid][0] + self.settle)]
+            listing = None
+            if unknown and self.listing is None and (self.read_at is None or now - self.read_at >= self.interval):
+                self.read_at = now
+                listing = self.listing = threading.Thread(target=self._read, args=(list(container_ids), now),
+                                                          name="pod-list", daemon=True)
+                listing.start()
+        if listing is not None:
+            listing.join(self.wait)
+        with self.lock:
+            return self.names
+
+    def _read(self, container_ids, now):
+        """Read the list and take in its names (the listing thread; whatever fails is logged, not raised)."""
+        try:
+            names = self._names(self._list())
+        except Exception as exc:  # pylint: disable=broad-except - ApiError mostly; the thread must not die silent
+            LOG.warning("could not list the pods of node %s: %s", self.node_name, exc)
+            with self.lock:
+                self.listing = None
+            return
+        with self.lock:
             self.names = names
             unnamed = {}
             for cid in container_ids:
@@ -79,4 +96,16 @@ class PodNames(object):
                     first = self.unnamed.get(cid, (now, None))[0]
                     unnamed[cid] = (first, now + max(self.interval, now - first))
             self.unnamed = unnamed
-        return self.names
+            self.listing = None
+
+    @staticmethod
+    def _names(pods):
+        names = {}
+        for pod in pods.get("items") or []:
+            meta, status = pod.get("metadata") or {}, pod.get("status") or {}
+            for field in ("initContainerStatuses", "containerStatuses", "ephemeralContainerStatuses"):
+                for container in status.get(field) or []:
+                    cid = (container.get("containerID") or "").rpartition("://")[2]
+                    if cid:
+                        names[cid] = (meta.get("namespace", ""), meta.get("name", ""), container.get("name", ""))
+        return names

@@ -44,6 +44,7 @@ class FakeApi(object):
 
     def request(self, method, path, body=None):
         self.requests.append((method, path, body))
+        self.pause()
         if self.failing:
             raise ApiError(0, "POST %s: timed out" % path)
         if body["kind"] == "TokenReview":
@@ -52,6 +53,9 @@ class FakeApi(object):
                     {"authenticated": False, "error": "invalid bearer token"}}
         allowed = body["spec"]["user"] in self.allowed
         return {"status": {"allowed": allowed, "reason": "" if allowed else "no RBAC policy matched"}}
+
+    def pause(self):
+        """Where an answer is held back (SlowApi)."""
 
     def kinds(self):
         return [body["kind"] for _method, _path, body in self.requests]
@@ -89,7 +93,7 @@ def test_status_codes_and_what_is_asked_of_the_api_server():
 
 def test_verdicts_are_kept_60_s_when_allowed_10_s_when_refused():
     api, clock = FakeApi(), Clock()
-    check = authn.TokenReviewer(api, clock=clock)
+    check = authn.TokenReviewer(api, clock=clock, refresh_after=60)  # no refresh before expiry: see below
     for header in ("Bearer prom", "Bearer nobody", "Bearer forged"):
         check(header)
     asked = len(api.requests)
@@ -153,7 +157,7 @@ def test_reviews_in_flight_are_bounded():
         return real(*args)
 
     api.request = slow
-    check = authn.TokenReviewer(api, in_flight=1)
+    check = authn.TokenReviewer(api, in_flight=1, wait=0.5)
     first = []
     worker = threading.Thread(target=lambda: first.append(check("Bearer prom")))
     worker.start()
@@ -161,9 +165,131 @@ def test_reviews_in_flight_are_bounded():
     started = time.monotonic()
     assert check("Bearer nobody") == (503, "too many token reviews under way; try again")
     assert time.monotonic() - started < 2
-    release.set()
     worker.join(10)
-    assert first == [(200, PROMETHEUS["username"])]
+    assert first == [(503, "the API server did not review the token (no answer)")], "its wait is over"
+    release.set()
+    assert wait_for(lambda: not check.pending)
+    asked = len(api.requests)
+    assert check("Bearer prom") == (200, PROMETHEUS["username"]), "the late verdict was kept"
+    assert len(api.requests) == asked
+
+
+def wait_for(condition, seconds=10):
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.01)
+    return False
+
+
+class SlowApi(FakeApi):
+    """FakeApi whose answers come ``delay`` seconds late, or only once ``gate`` is set when it is cleared."""
+
+    def __init__(self, delay=0.0, **kwargs):
+        super(SlowApi, self).__init__(**kwargs)
+        self.delay, self.gate = delay, threading.Event()
+        self.gate.set()
+
+    def pause(self):
+        time.sleep(self.delay)
+        self.gate.wait(10)
+
+
+def test_a_scrape_waits_for_the_reviews_at_most_the_clients_timeout_and_the_late_verdict_is_kept():
+    """Each review within the client's timeout, both together beyond it: the scrape still gets its
+    answer within the timeout (Prometheus gives up at 10 s, and the scrape has more to do)."""
+    api = SlowApi(delay=0.4)
+    api.timeout = 0.5
+    check = authn.TokenReviewer(api)
+    started = time.monotonic()
+    assert check("Bearer prom") == (503, "the API server did not review the token (no answer)")
+    assert time.monotonic() - started < 0.75
+    assert wait_for(lambda: not check.pending)
+    api.delay = 0.0
+    started = time.monotonic()
+    assert check("Bearer prom") == (200, PROMETHEUS["username"])
+    assert time.monotonic() - started < 0.2 and api.kinds() == ["TokenReview", "SubjectAccessReview"]
+
+
+def test_a_hanging_review_does_not_hold_the_scrape():
+    api = SlowApi()
+    api.timeout = 0.3
+    api.gate.clear()  # the API server accepted the request and says nothing
+    check = authn.TokenReviewer(api)
+    started = time.monotonic()
+    assert check("Bearer prom")[0] == 503
+    assert check("Bearer prom")[0] == 503
+    assert time.monotonic() - started < 1.2
+    assert api.kinds() == ["TokenReview"], "the second scrape waited on the review under way, asked nothing"
+    api.gate.set()
+    assert wait_for(lambda: not check.pending)
+    assert check("Bearer prom")[0] == 200
+
+
+def test_scrapes_with_one_token_share_the_review_under_way():
+    api = SlowApi(delay=0.3)
+    check = authn.TokenReviewer(api, wait=5)
+    verdicts = []
+    threads = [threading.Thread(target=lambda: verdicts.append(check("Bearer prom"))) for _ in range(3)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(10)
+    assert verdicts == [(200, PROMETHEUS["username"])] * 3
+    assert api.kinds() == ["TokenReview", "SubjectAccessReview"]
+
+
+def test_an_allowed_verdict_is_refreshed_in_the_background_so_a_scraper_every_30_s_never_waits():
+    api, clock = SlowApi(), Clock()
+    api.timeout = 0.3
+    check = authn.TokenReviewer(api, clock=clock)
+    assert authn.TokenReviewer(FakeApi()).clock is time.monotonic, "ages on the monotonic clock, not the wall"
+    assert check("Bearer prom")[0] == 200
+    for _scrape in range(10):  # five minutes of scrapes, the API server slower than the wait
+        api.gate.clear()
+        clock.now += 30
+        started = time.monotonic()
+        assert check("Bearer prom") == (200, PROMETHEUS["username"])
+        assert time.monotonic() - started < 0.1, "served from the table while the refresh runs"
+        api.gate.set()
+        assert wait_for(lambda: not check.pending)
+    assert api.kinds() == ["TokenReview", "SubjectAccessReview"] * 11
+    # a refresh that fails leaves the verdict to its own expiry: it is not flushed
+    api.failing = True
+    clock.now += 30
+    assert check("Bearer prom")[0] == 200
+    assert wait_for(lambda: not check.pending)
+    clock.now += 29.9  # 59.9 s after the last good review
+    assert check("Bearer prom")[0] == 200
+    assert wait_for(lambda: not check.pending)
+    clock.now += 0.2
+    assert check("Bearer prom")[0] == 503, "expired: reviewed in the foreground, which fails"
+    # a refresh that finds the grant gone replaces the verdict at once
+    api.failing = False
+    assert check("Bearer prom")[0] == 200
+    api.allowed = ()
+    clock.now += 20
+    assert check("Bearer prom")[0] == 200, "the refresh starts; the kept verdict answers meanwhile"
+    assert wait_for(lambda: not check.pending)
+    assert check("Bearer prom")[0] == 403
+
+
+def test_a_clock_jump_past_every_verdict_costs_one_bounded_review():
+    """A guest held stopped for ten minutes: its monotonic clock jumps on resume and every verdict
+    has expired; the next scrape is reviewed again within the wait."""
+    api, clock = SlowApi(), Clock()
+    api.timeout = 0.3
+    check = authn.TokenReviewer(api, clock=clock)
+    assert check("Bearer prom")[0] == 200
+    clock.now += 600
+    api.gate.clear()
+    started = time.monotonic()
+    assert check("Bearer prom")[0] == 503
+    assert time.monotonic() - started < 0.6
+    api.gate.set()
+    assert wait_for(lambda: not check.pending)
+    assert check("Bearer prom")[0] == 200 and len(api.requests) == 4
 
 
 def test_a_silent_api_server_gets_the_scraper_a_503_within_the_timeout(tmp_path):

@@ -7,6 +7,8 @@ from __future__ import absolute_import, division, print_function
 import json
 import os
 import sys
+import threading
+import time as real_time
 
 import pytest
 
@@ -110,3 +112,38 @@ def test_without_a_service_account_nothing_is_asked(tmp_path):
     names = Listed([POD], str(tmp_path / "missing"))
     assert not names.usable()
     assert names.lookup(["a" * 64]) == {} and names.lists == 0
+
+
+def test_a_slow_list_is_waited_for_briefly_and_its_names_serve_the_next_scrape(tmp_path, clock):
+    token = tmp_path / "token"
+    token.write_text("t")
+    gate, entered = threading.Event(), threading.Event()
+
+    class Slow(Listed):
+        def _list(self):
+            entered.set()
+            gate.wait(30)
+            return Listed._list(self)
+
+    names = Slow([POD], str(token), interval=15)
+    names.wait = 0.2
+    started = real_time.monotonic()
+    assert names.lookup(["b" * 64]) == {}, "the list is late: the scrape goes on without the name"
+    assert real_time.monotonic() - started < 1 and entered.is_set()
+    clock.now += 30
+    assert names.lookup(["b" * 64]) == {} and names.lists == 0, "one list at a time"
+    gate.set()
+    names.listing.join(10)
+    assert names.lookup(["b" * 64])["b" * 64] == ("prod", "db-0", "db") and names.lists == 1
+
+
+def test_a_list_that_fails_in_any_way_is_tried_again_after_the_interval(tmp_path, clock):
+    token = tmp_path / "token"
+    token.write_text("t")
+    names = Listed([POD], str(token), interval=15)
+    real = names._list
+    names._list = lambda: "not a list"
+    assert names.lookup(["b" * 64]) == {} and names.listing is None
+    names._list = real
+    clock.now += 15
+    assert names.lookup(["b" * 64])["b" * 64] == ("prod", "db-0", "db")
