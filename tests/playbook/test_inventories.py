@@ -188,6 +188,7 @@ def test_the_old_kubelet_arg_option_lines_are_not_yaml(lablabs_hosts):
 
 
 def test_lablabs_flags_carry_a_reservation_kubelet_accepts(lablabs_hosts, tmp_path):
+    checks = []
     for name, view in sorted(lablabs_hosts.items()):
         _merged, flags = kubelet_flags({CONFIG: render_config(view, name)})
         # What the flags in force say, read back from them (not typed again here), checked by
@@ -197,9 +198,21 @@ def test_lablabs_flags_carry_a_reservation_kubelet_accepts(lablabs_hosts, tmp_pa
                     for node, limits in (entry.split(":", 1) for entry in values["reserved-memory"].split(";"))]
         kube_reserved = dict(item.split("=", 1) for item in values["kube-reserved"].split(","))
         assert sorted(entry["numaNode"] for entry in reserved) == [0, 1]
-        args = {"distribution": "rke2", "numa_nodes": [0, 1], "kube_reserved": kube_reserved,
-                "reserved_memory": reserved}
-        checked = subprocess.run([os.path.join(BIN, "ansible"), "localhost", "-c", "local", "-m",
-                                  "numa.kube.reserved_memory", "-a", json.dumps(args)], env=env(tmp_path),
-                                 capture_output=True, text=True, timeout=120, check=False)
-        assert checked.returncode == 0, "%s: %s" % (name, checked.stdout)
+        checks.append({"host": name, "args": {"distribution": "rke2", "numa_nodes": [0, 1],
+                                              "kube_reserved": kube_reserved, "reserved_memory": reserved}})
+    # one ansible-playbook run checks every host's flags: the module once per host, each failure kept
+    playbook = tmp_path / "check.yml"
+    playbook.write_text(json.dumps([{"hosts": "localhost", "gather_facts": False, "vars": {"checks": checks},
+                                     "tasks": [{"name": "check", "ignore_errors": True, "loop": "{{ checks }}",
+                                                "numa.kube.reserved_memory": {
+                                                    key: "{{ item.args.%s }}" % key for key in checks[0]["args"]}}]}]))
+    done = subprocess.run([os.path.join(BIN, "ansible-playbook"), "-i", "localhost,", "-c", "local", "-e",
+                           "ansible_python_interpreter=%s" % sys.executable, str(playbook)],
+                          env=dict(env(tmp_path), ANSIBLE_STDOUT_CALLBACK="ansible.builtin.json"),
+                          capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+    (task,) = json.loads(done.stdout)["plays"][0]["tasks"]
+    results = task["hosts"]["localhost"]["results"]
+    assert [result["item"]["host"] for result in results] == [check["host"] for check in checks]
+    for result in results:
+        assert not result.get("failed"), "%s: %s" % (result["item"]["host"], result)

@@ -13,6 +13,7 @@ import subprocess
 import sys
 import tarfile
 
+import pytest
 import yaml
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -37,11 +38,21 @@ def run(tmp_path, *command, **options):
     return done
 
 
-def test_the_tarball_ships_what_runs_and_nothing_else(tmp_path):
+@pytest.fixture(scope="module")
+def tarball(tmp_path_factory):
+    """The tarball ansible-galaxy builds from this checkout, built once for the tests that read it
+    (each installs or opens it in a folder of its own and leaves it as it is)."""
+    tmp_path = tmp_path_factory.mktemp("build")
     run(tmp_path, "ansible-galaxy", "collection", "build", "--output-path", str(tmp_path))
     with open(os.path.join(ROOT, "galaxy.yml")) as handle:
         galaxy = yaml.safe_load(handle)
-    tarball = tmp_path / ("numa-kube-%s.tar.gz" % galaxy["version"])
+    built = tmp_path / ("numa-kube-%s.tar.gz" % galaxy["version"])
+    assert [name for name in os.listdir(str(tmp_path)) if name.endswith(".tar.gz")] == [built.name]
+    return galaxy, built
+
+
+def test_the_tarball_ships_what_runs_and_nothing_else(tarball):
+    galaxy, tarball = tarball
     with tarfile.open(str(tarball)) as archive:
         names = set(archive.getnames())
         manifest = json.load(archive.extractfile("MANIFEST.json"))
@@ -66,13 +77,12 @@ def test_the_tarball_ships_what_runs_and_nothing_else(tmp_path):
     assert [m for m in modules if "`numa.kube.%s`" % m not in readme] == [], "modules missing from the README table"
 
 
-def test_the_readmes_fleet_commands_work_on_the_installed_collection(tmp_path):
+def test_the_readmes_fleet_commands_work_on_the_installed_collection(tmp_path, tarball):
     """As the README says: install the collection from the clone, then run numa.kube.site (here up to
     its syntax check, against an example inventory), with no other set-up than ansible itself."""
-    run(tmp_path, "ansible-galaxy", "collection", "build", "--output-path", str(tmp_path))
-    tarball = [name for name in os.listdir(str(tmp_path)) if name.endswith(".tar.gz")][0]
+    _galaxy, tarball = tarball
     target = tmp_path / "collections"
-    run(tmp_path, "ansible-galaxy", "collection", "install", "--no-deps", "-p", str(target), str(tmp_path / tarball))
+    run(tmp_path, "ansible-galaxy", "collection", "install", "--no-deps", "-p", str(target), str(tarball))
     # kubernetes.core and community.general come with the ansible package (found on sys.path)
     env = new_user_env(tmp_path, target)
     for playbook in ("numa.kube.site", str(target / "ansible_collections" / "numa" / "kube" / "playbooks" / "site.yml")):

@@ -23,6 +23,8 @@ import threading
 import pytest
 import yaml
 
+from ansible_collections.numa.kube.plugins.module_utils import rollout
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 # recorded by begin's opening write, before the drain; "cordoned and drained" after the drain in
 # records of earlier builds, which release still honours
@@ -73,6 +75,13 @@ def record(tmp_path):
 
 def digest(tmp_path):
     return hashlib.sha256((tmp_path / "record" / "marker.json").read_bytes()).hexdigest()
+
+
+def plant_record(tmp_path, state="begin", **options):
+    """Write the record a run left in tmp_path/record as numa.kube.rollout_state would (its own code,
+    called here rather than through an ansible-playbook run of its own: the record is the tests'
+    starting point, what the role then does with it is what they run the role for)."""
+    return rollout.run_state(rollout.Node("/"), state, folder=str(tmp_path / "record"), **options)
 
 
 @pytest.fixture
@@ -130,10 +139,7 @@ def live_owner(tmp_path, changed_file):
         start = handle.read().rsplit(")", 1)[1].split()[19]
     owner = {"run_id": "other-run", "controller": socket.gethostname(), "user": getpass.getuser(), "pid": live.pid,
              "pid_start": start}
-    rc, _results, output = run_play(tmp_path, [{"name": "plant", "numa.kube.rollout_state": {
-        "state": "begin", "folder": str(tmp_path / "record"), "files": [changed_file], "reason": "planted",
-        "owner": owner}}])
-    assert rc == 0, output[-3000:]
+    plant_record(tmp_path, files=[changed_file], reason="planted", owner=owner)
     yield owner
     live.kill()
     live.wait()
@@ -492,19 +498,16 @@ def test_a_drain_that_fails_is_recorded_and_the_rollback_uncordons(tmp_path, cha
         "no file was changed: nothing to stop or restart"
 
 
-def plant(tmp_path, changed_file, cluster, steps=()):
+def plant(tmp_path, changed_file, steps=()):
     """The record a run left when it was killed (no owner: a record anyone may take over)."""
-    tasks = [{"name": "plant", "numa.kube.rollout_state": {
-        "state": "begin", "folder": str(tmp_path / "record"), "files": [changed_file], "services": ["kubelet"],
-        "unschedulable": False, "reason": "kubelet configuration"}}]
-    tasks += [{"name": "plant %s" % step, "numa.kube.rollout_state": {
-        "state": "step", "folder": str(tmp_path / "record"), "step": step}} for step in steps]
-    rc, _results, output = cluster.run(tmp_path, tasks)
-    assert rc == 0, output[-3000:]
+    plant_record(tmp_path, files=[changed_file], services=["kubelet"], unschedulable=False,
+                 reason="kubelet configuration")
+    for step in steps:
+        plant_record(tmp_path, "step", step=step)
 
 
 def test_recovering_a_killed_change_that_did_not_drain_keeps_the_operators_cordon(tmp_path, changed_file, cluster):
-    plant(tmp_path, changed_file, cluster)
+    plant(tmp_path, changed_file)
     cluster.write(unschedulable=True, requests=[])  # the operator cordoned the node after the run died
     rc, results, output = cluster.run(tmp_path, [include("recover"), show("after", "rollout_recovered")])
     assert rc == 0, output[-3000:]
@@ -516,7 +519,7 @@ def test_recovering_a_killed_change_that_did_not_drain_keeps_the_operators_cordo
 
 @pytest.mark.parametrize("step", [CORDON_STEP, OLD_CORDON_STEP])
 def test_recovering_a_killed_change_that_drained_uncordons_the_node(tmp_path, changed_file, cluster, step):
-    plant(tmp_path, changed_file, cluster, steps=[step])
+    plant(tmp_path, changed_file, steps=[step])
     cluster.write(unschedulable=True, requests=[])  # the killed run's drain cordoned it
     rc, results, output = cluster.run(tmp_path, [include("recover"), show("after", "rollout_recovered")])
     assert rc == 0, output[-3000:]
