@@ -18,6 +18,18 @@ import time
 
 import kubernetes
 
+# The deadlines the tests name were set for the guests' speed in the runs of docs/ci-times.md. The
+# speed of TCG guests varies from machine to machine and hour to hour, two to three times on
+# machines of this kind (issue 31): every deadline of the test bed's readiness and of a wait for
+# the behaviour under test is the figure a test names times SLOWER. Only a failing test waits
+# longer for it; the run's time guard (tools/run-tiers) still bounds the whole.
+SLOWER = 3
+
+
+def deadline_in(seconds):
+    """The time (time.time()) ``seconds`` from now at the slowest guests' pace (``SLOWER``)."""
+    return time.time() + seconds * SLOWER
+
 
 def exporter_metrics(guest, cafile="/etc/numa-exporter/tls/ca.crt", address="127.0.0.1", port=9201):
     """The systemd exporter's samples as {(name, ((label, value), ...)): value}, scraped inside the
@@ -73,7 +85,7 @@ def wait_kubelet_healthy(host, settle=15, timeout=300):
               "    if good and time.time() - good >= %d:\n"
               "        raise SystemExit(0)\n"
               "    time.sleep(2)\n"
-              "raise SystemExit(1)\n" % (timeout, settle))
+              "raise SystemExit(1)\n" % (timeout * SLOWER, settle))
     assert host.run("python3 -c %s" % shlex.quote(script)).rc == 0, "kubelet did not become healthy"
 
 
@@ -106,15 +118,16 @@ def node_cpus(host, numa):
 
 
 def wait(what, check, timeout=300, interval=1.0):
-    """``check()``'s first true value within ``timeout`` seconds; the test fails naming ``what`` otherwise."""
-    deadline = time.time() + timeout
+    """``check()``'s first true value within ``timeout`` seconds at the slowest guests' pace (SLOWER
+    times ``timeout``); the test fails naming ``what`` otherwise."""
+    until = deadline_in(timeout)
     value = None
-    while time.time() < deadline:
+    while time.time() < until:
         value = check()
         if value:
             return value
         time.sleep(interval)
-    raise AssertionError("%s: not within %d s (last seen: %r)" % (what, timeout, value))
+    raise AssertionError("%s: not within %d s (last seen: %r)" % (what, timeout * SLOWER, value))
 
 
 class AuditLog(object):
@@ -186,7 +199,7 @@ def _epoch(stamp):
 def run_playbook(args, timeout=1800):
     """ansible-playbook with the scenario's inventory, as a user runs it; returns the finished process."""
     command = ["ansible-playbook", "-i", os.environ["MOLECULE_INVENTORY_FILE"]] + list(args)
-    return subprocess.run(command, capture_output=True, text=True, timeout=timeout, check=False,
+    return subprocess.run(command, capture_output=True, text=True, timeout=timeout * SLOWER, check=False,
                           env=dict(os.environ, ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0"))
 
 
@@ -239,7 +252,7 @@ def run_module(module, args, check=False, diff=False, timeout=900):
     # print their own lines on stdout around the JSON report.
     for name in ("ANSIBLE_CONFIG", "ANSIBLE_CALLBACKS_ENABLED"):
         env.pop(name, None)
-    done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, check=False, env=env)
+    done = subprocess.run(command, capture_output=True, text=True, timeout=timeout * SLOWER, check=False, env=env)
     try:
         report = json.loads(done.stdout)
         return report["plays"][0]["tasks"][0]["hosts"]["localhost"]

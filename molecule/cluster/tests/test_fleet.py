@@ -21,7 +21,7 @@ import pytest
 import testinfra
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "resources"))
-from testlib import (AuditLog, boot_time, configz, exporter_metrics, guest_get,  # noqa: E402 pylint: disable=wrong-import-position
+from testlib import (AuditLog, boot_time, configz, deadline_in, exporter_metrics, guest_get,  # noqa: E402 pylint: disable=wrong-import-position
                      node_memory, run_playbook)
 
 testinfra_hosts = ["ansible://numa-kubelet"]
@@ -272,7 +272,7 @@ def test_prometheus_scrapes_the_exporter_through_the_written_job(host):
     ca = host.file("/etc/prometheus/numa-exporter-ca.crt").content_string
     assert "-----BEGIN CERTIFICATE-----" in ca and ca == host.file("/etc/numa-exporter/tls/ca.crt").content_string
     # Wait for Prometheus to have scraped the target once (its readiness, not the result under test).
-    deadline = time.time() + 180
+    deadline = deadline_in(180)
     while time.time() < deadline:
         targets = json.loads(guest_get(host, "http://127.0.0.1:9090/api/v1/targets"))["data"]["activeTargets"]
         ours = [t for t in targets if t["labels"].get("job") == "numa-exporter"]

@@ -24,7 +24,7 @@ import pytest
 import yaml
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "resources"))
-from testlib import (AuditLog, PausedGuest, configz, cpu_list, exporter_metrics,  # noqa: E402 pylint: disable=wrong-import-position
+from testlib import (SLOWER, AuditLog, PausedGuest, configz, cpu_list, deadline_in, exporter_metrics,  # noqa: E402 pylint: disable=wrong-import-position
                      node_cpus, run_playbook, wait, wait_kubelet_healthy)
 
 testinfra_hosts = ["ansible://numa-kubelet"]
@@ -70,14 +70,14 @@ def guaranteed_pod(name, cpu, memory):
 
 
 def wait_pod(api, name, done, timeout=300):
-    deadline = time.time() + timeout
+    deadline = deadline_in(timeout)
     pod = None
     while time.time() < deadline:
         pod = api.read_namespaced_pod(name, "default")
         if done(pod):
             return pod
         time.sleep(3)
-    pytest.fail("pod %s did not get there in %d s: %s" % (name, timeout, pod and pod.status))
+    pytest.fail("pod %s did not get there in %d s: %s" % (name, timeout * SLOWER, pod and pod.status))
 
 
 # --- bad input stops everything before any node changes ------------------------------------------
@@ -154,7 +154,7 @@ def test_the_same_change_by_hand_without_removing_the_state_crash_loops(host):
     try:
         host.run_expect([0], "systemctl restart kubelet")
         since = host.file("/var/tmp/by-hand.since").content_string.strip()
-        deadline = time.time() + 120
+        deadline = deadline_in(120)
         line = ""
         while time.time() < deadline and not line:
             journal = host.run("journalctl -u kubelet --since @%s --no-pager -o cat" % since).stdout
@@ -375,7 +375,7 @@ def run_site_killed_after(extra, task):
     proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
                             env=dict(os.environ, ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0", PYTHONUNBUFFERED="1"))
     lines, in_task, killed = [], False, False
-    deadline = time.time() + 900
+    deadline = deadline_in(900)
     try:
         for line in proc.stdout:
             lines.append(line)

@@ -21,7 +21,7 @@ import kubernetes
 import pytest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "resources"))
-from testlib import PausedGuest, cpu_list, node_cpus, run_module, wait, wait_kubelet_healthy  # noqa: E402 pylint: disable=wrong-import-position
+from testlib import PausedGuest, cpu_list, deadline_in, node_cpus, run_module, wait, wait_kubelet_healthy  # noqa: E402 pylint: disable=wrong-import-position
 
 testinfra_hosts = ["ansible://numa-kubelet"]
 
@@ -308,7 +308,7 @@ def test_a_numa_node_whose_cpus_go_offline_leaves_allocatable_until_they_are_bac
     assert online_before == {0, 1, 2, 3}, online_before
     wait("numa-align/numa-N at capacity", lambda: advertised(api) == dict((n, str(CAPACITY)) for n in RESOURCES),
          timeout=120)
-    deadline = time.time() + 60
+    deadline = deadline_in(60)
     blocking = in_the_way_of_numa_1(host, api, cpus)
     while blocking and time.time() < deadline:  # pods deleted by earlier tests may still be going
         time.sleep(2)

@@ -32,7 +32,7 @@ import testinfra
 import yaml
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "resources"))
-from testlib import account_token, configz, cpu_list, custom_objects_as, node_cpus, wait  # noqa: E402 pylint: disable=wrong-import-position
+from testlib import SLOWER, account_token, configz, cpu_list, custom_objects_as, deadline_in, node_cpus, wait  # noqa: E402 pylint: disable=wrong-import-position
 
 testinfra_hosts = ["ansible://numa-kubelet"]
 
@@ -202,13 +202,13 @@ def cache_trusts(api, node=NODE, timeout=120):
 def until(what, probe, done, timeout):
     """The first value of ``probe()`` that ``done`` accepts within ``timeout`` s; the test fails
     naming ``what`` and the last value otherwise."""
-    deadline = time.time() + timeout
+    deadline = deadline_in(timeout)
     while True:
         value = probe()
         if done(value):
             return value
         if time.time() > deadline:
-            raise AssertionError("%s: not within %d s; last seen: %s" % (what, timeout, value))
+            raise AssertionError("%s: not within %d s; last seen: %s" % (what, timeout * SLOWER, value))
         time.sleep(2)
 
 

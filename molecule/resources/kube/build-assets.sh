@@ -27,10 +27,23 @@ volcano_tag=v1.14.1
 nrt_scheduler_tag=v0.34.7
 log() { echo "build-assets: $*" >&2; }
 
-kube=$(bash "$here/build-kube.sh")
-stacks=$(bash "$here/build-stacks.sh")
-volcano=$(bash "$here/build-volcano.sh")
-nrt_scheduler=$(bash "$here/build-nrt-scheduler.sh")
+# shellcheck source=../../../tools/steps.sh
+source "$here/../../../tools/steps.sh"
+
+# The four Go builds at once: on a cold machine each spends part of its time fetching modules and
+# linking on one core, which the others' compilation fills. Each prints its folder.
+built=$(mktemp -d)
+pids=()
+for build in kube stacks volcano nrt-scheduler; do
+  step "go build ($build)" bash "$here/build-$build.sh" > "$built/$build" &
+  pids+=($!)
+done
+failed=0
+for pid in "${pids[@]}"; do wait "$pid" || failed=1; done
+kube=$(cat "$built/kube") stacks=$(cat "$built/stacks") volcano=$(cat "$built/volcano")
+nrt_scheduler=$(cat "$built/nrt-scheduler")
+rm -rf "$built"
+[ "$failed" = 0 ] || { log "a Go build failed (its lines above say which)"; exit 1; }
 repo=$(cd "$here/../../.." && pwd)
 # the agent image follows the collection's code, so its sources are part of the key
 agent_sources=$(cd "$repo" && find agent plugins/module_utils -type f \( -name '*.py' -o -name '*.txt' -o -name '*.sh' \) \
@@ -45,7 +58,7 @@ fi
 work=$(mktemp -d "$cache/assets.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 
-log "download ${debs[*]} from Debian $suite"
+phase "debian packages"; log "download ${debs[*]} from Debian $suite"
 apt_dir=$cache/apt-$suite
 mkdir -p "$apt_dir/lists/partial"
 echo "deb $mirror $suite main" > "$apt_dir/sources.list"
@@ -97,7 +110,7 @@ list() { grep -v '^ *\(#\|$\)' "$1"; }
 
 for deb in $(fetch "${debs[@]}"); do dpkg-deb -x "$deb" "$work/x"; done
 
-log "compile pause $pause_tag from k8s.io/kubernetes $(basename "$kube" | cut -d- -f1)"
+phase "pause"; log "compile pause $pause_tag from k8s.io/kubernetes $(basename "$kube" | cut -d- -f1)"
 src=$(cd "$here" && go list -m -f '{{.Dir}}' k8s.io/kubernetes)/build/pause/linux/pause.c
 mkdir -p "$work/pause"
 gcc -Os -static -DVERSION="v$pause_tag" -o "$work/pause/pause" "$src"
@@ -108,11 +121,11 @@ cp "$work/x/usr/bin/busybox" "$work/busybox/bin/busybox"
 for tool in sh sleep cat ls grep; do ln -s busybox "$work/busybox/bin/$tool"; done
 
 kube_version=$(basename "$kube" | cut -d- -f1)
-log "kube-proxy $kube_version image with Debian's nftables"
+phase "kube-proxy image"; log "kube-proxy $kube_version image with Debian's nftables"
 unpack "$work/kube-proxy" nftables
 install -D -m 0755 "$kube/kube-proxy" "$work/kube-proxy/usr/local/bin/kube-proxy"
 
-log "node agent image (agent/Containerfile's recipe)"
+phase "node agent image"; log "node agent image (agent/Containerfile's recipe)"
 unpack "$work/agent" $(list "$repo/agent/packages.txt")
 unpack "$work/generator" $(list "$repo/agent/stub-generator.txt")
 # the generator is trixie's, run on this host through its own dynamic loader and libraries
@@ -133,12 +146,13 @@ cp -r "$repo/agent/numa_agent" "$opt/"
 cp -r "$work/stubs/numa_agent/." "$opt/numa_agent/"
 find "$opt" -name __pycache__ -prune -exec rm -rf {} +
 
-log "Prometheus image: Debian's prometheus and prometheus-operator's config reloader"
+phase "Prometheus image"; log "Prometheus image: Debian's prometheus and prometheus-operator's config reloader"
 unpack "$work/prometheus" "$prometheus_deb"
 install -D -m 0755 "$stacks/prometheus-operator/prometheus-config-reloader" \
   "$work/prometheus/usr/bin/prometheus-config-reloader"
 mkdir -p "$work/prometheus/prometheus"
 
+phase "OCI archives and guest.img"
 guest=$out.tmp/guest
 mkdir -p "$guest"
 # pause under the test bed's own name: prepare-node.sh makes it the guests' containerd sandbox image
@@ -168,6 +182,7 @@ cp -r "$stacks/prometheus-operator" "$out.tmp/"
 cp "$volcano/volcano-development.yaml" "$nrt_scheduler/noderesourcetopology-crd.yaml" "$out.tmp/"
 size_mb=$(( $(du -sm "$guest" | cut -f1) * 5 / 4 + 16 ))
 /usr/sbin/mkfs.ext4 -q -F -L numa-assets -d "$guest" "$out.tmp/guest.img" "${size_mb}M"
+phase ""
 touch "$out.tmp/done"
 rm -rf "$out" && mv "$out.tmp" "$out"
 # older builds (each agent change makes one) go, but the newest few stay for branches in flight

@@ -40,11 +40,10 @@ log "go build $operator_module $operator_version: operator, prometheus-config-re
 po=$(src "$operator_module" "$operator_version")
 (cd "$po" && go mod edit -dropreplace="$operator_module/pkg/apis/monitoring" -dropreplace="$operator_module/pkg/client" \
   && go mod download "$operator_module/pkg/apis/monitoring" "$operator_module/pkg/client" \
-  && for cmd in operator prometheus-config-reloader; do
-       CGO_ENABLED=0 GOFLAGS=-mod=mod go build -trimpath \
-         -ldflags "-s -w -X github.com/prometheus/common/version.Version=${operator_version#v}" \
-         -o "$work/out/prometheus-operator/$cmd" "./cmd/$cmd"
-     done)
+  && mkdir -p "$work/out/prometheus-operator" \
+  && CGO_ENABLED=0 GOFLAGS=-mod=mod go build -trimpath \
+       -ldflags "-s -w -X github.com/prometheus/common/version.Version=${operator_version#v}" \
+       -o "$work/out/prometheus-operator/" ./cmd/operator ./cmd/prometheus-config-reloader)
 mkdir -p "$work/out/prometheus-operator/crds"
 cp "$po"/example/prometheus-operator-crd/monitoring.coreos.com_*.yaml "$work/out/prometheus-operator/crds/"
 
