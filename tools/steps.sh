@@ -29,3 +29,12 @@ phase() {
     echo "step: $1 started $(date -u +%H:%M:%S)" >&2
   fi
 }
+
+# open_steps LOG: the steps LOG shows begun and not (yet) ended, in the order they began, joined by
+# ", " (nothing when none is open). Lines may carry molecule's box prefix.
+open_steps() {
+  sed -e 's/\x1b\[[0-9;]*m//g' -e 's/^ *[│┌└] \{0,1\}//' "$1" | awk '
+    /^step: .* started [0-9:]+$/ { n = $0; sub(/^step: /, "", n); sub(/ started [0-9:]+$/, "", n); open[n] = 1; order[++k] = n }
+    /^step: .* (took|failed)/ { n = $0; sub(/^step: /, "", n); sub(/ (took|failed).*$/, "", n); delete open[n] }
+    END { for (i = 1; i <= k; i++) if (order[i] in open) { printf "%s%s", sep, order[i]; sep = ", "; delete open[order[i]] } }'
+}

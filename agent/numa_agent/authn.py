@@ -119,7 +119,10 @@ class TokenReviewer(object):
                 return None
             if status == 200 and now - reviewed >= self.refresh_after and key not in self.pending:
                 if self.slots.acquire(blocking=False):
-                    self._run(key, token)
+                    try:
+                        self._run(key, token)
+                    except RuntimeError as exc:  # no thread to be had: the kept verdict still answers
+                        LOG.warning("could not start the refresh of a scraper's verdict: %s", exc)
             return status, reason
 
     def _start(self, key, token, deadline):
@@ -138,11 +141,20 @@ class TokenReviewer(object):
             return self._run(key, token)
 
     def _run(self, key, token):
-        """Start a review in its own thread (the caller holds the lock and a slot, which the thread frees)."""
-        review = self.pending[key] = _Review()
+        """Start a review in its own thread (the caller holds the lock and a slot, which the thread frees).
+
+        A thread that cannot be started (RuntimeError: the process or its cgroup is out of threads,
+        as a flood of connections can make it) frees the slot and leaves no review pending: a review
+        never started would hold its slot and its token's later scrapes for good."""
+        review = _Review()
         thread = threading.Thread(target=self._reviewed, args=(key, token, review), name="token-review",
                                   daemon=True)
-        thread.start()
+        try:
+            thread.start()
+        except BaseException:
+            self.slots.release()
+            raise
+        self.pending[key] = review  # (the thread needs the lock the caller holds before it looks)
         return review
 
     def _reviewed(self, key, token, review):

@@ -71,9 +71,15 @@ class PodNames(object):
             listing = None
             if unknown and self.listing is None and (self.read_at is None or now - self.read_at >= self.interval):
                 self.read_at = now
-                listing = self.listing = threading.Thread(target=self._read, args=(list(container_ids), now),
-                                                          name="pod-list", daemon=True)
-                listing.start()
+                listing = threading.Thread(target=self._read, args=(list(container_ids), now), name="pod-list",
+                                           daemon=True)
+                try:
+                    listing.start()
+                except RuntimeError as exc:  # out of threads: tried again after the interval, not never
+                    LOG.warning("could not start the list of the pods of node %s: %s", self.node_name, exc)
+                    listing = None
+                else:
+                    self.listing = listing  # (the thread needs the lock held here before it clears it)
         if listing is not None:
             listing.join(self.wait)
         with self.lock:

@@ -30,7 +30,8 @@ key=$(sha256sum "$0" | cut -c1-12)
 out=$cache/nrt-scheduler/$key
 log() { echo "build-nrt-scheduler: $*" >&2; }
 # each Go step's bound: a cold build fetches the Kubernetes graph and compiles it (minutes), and a
-# proxy that stops answering must end the build, not hang it
+# proxy that stops answering must end the build, not hang it (timeout --foreground: in the caller's
+# process group, which the run's time guard ends)
 go_seconds=1200
 
 if [ -f "$out/done" ]; then
@@ -44,7 +45,7 @@ trap 'rm -rf "$work"' EXIT
 
 # dir MODULE VERSION: where the module proxy's copy of the module is unpacked
 dir() {
-  (cd "$work" && GOFLAGS=-mod=mod timeout "$go_seconds" go mod download -json "$1@$2" \
+  (cd "$work" && GOFLAGS=-mod=mod timeout --foreground "$go_seconds" go mod download -json "$1@$2" \
     | python3 -c 'import json,sys; print(json.load(sys.stdin)["Dir"])')
 }
 
@@ -77,7 +78,7 @@ func main() {
 }
 EOF
 (cd "$work/src" && go mod edit "${edits[@]}" \
-  && CGO_ENABLED=0 GOFLAGS=-mod=mod timeout "$go_seconds" go build -trimpath -ldflags "-s -w \
+  && CGO_ENABLED=0 GOFLAGS=-mod=mod timeout --foreground "$go_seconds" go build -trimpath -ldflags "-s -w \
      -X k8s.io/component-base/version.gitVersion=$kube_version -X k8s.io/component-base/version.gitMajor=1 \
      -X k8s.io/component-base/version.gitMinor=$(echo "$kube_version" | cut -d. -f2)" \
      -o "$work/out/nrt-scheduler" ./cmd/nrt-scheduler)

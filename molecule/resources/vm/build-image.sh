@@ -128,7 +128,8 @@ rm -rf "$root" "$work/root.ext4"
 
 phase "guest image: first boot"; log "first boot: install grub (TCG, a few minutes)"
 accel=tcg,thread=single  # as numa_vm.py boots the guests, and for its reason
-timeout 1200 qemu-system-x86_64 -machine q35 -accel "$accel" -cpu max -smp 2 -m 2048 -nographic \
+# (--foreground: in the caller's process group, so that a run's time guard, which ends that group, ends it too)
+timeout --foreground 1200 qemu-system-x86_64 -machine q35 -accel "$accel" -cpu max -smp 2 -m 2048 -nographic \
   -drive file="$work/disk.raw",format=raw,if=virtio \
   -kernel "$work/vmlinuz" -initrd "$work/initrd.img" -append "root=LABEL=numaroot rw console=ttyS0" \
   -netdev user,id=n0 -device virtio-net-pci,netdev=n0 -no-reboot \
