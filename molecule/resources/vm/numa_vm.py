@@ -265,13 +265,14 @@ def boot(args):
         stop(args)
     layout = json.loads(args.layout) if args.layout else {}
     numa, memory_mb, cpus = numa_args(layout)
-    # One host thread a guest runs all its vCPUs on (thread=single), not one a vCPU: the scenario's two
-    # 4-vCPU guests on a 2-core host are eight vCPU threads fighting for two cores under thread=multi,
-    # and every TLB flush or IPI across vCPUs waits for the ones not running. Measured here on
-    # 2026-11-27 with both guests booting and working at once: SSH after 52-54 s against 82-86 s, a
-    # mixed load (interpreter starts, fork/exec, four busy processes, a Go binary) 25 s against 31 s.
-    # A guest alone (the other held stopped) is slower single (24 s against 19 s), less often the case.
-    accel = ["-accel", "tcg,thread=single", "-cpu", "max"]
+    # Under TCG, one host thread a guest runs all its vCPUs on (thread=single, the default), or one
+    # thread each (multi). Two 4-vCPU guests on a 2-core host are eight vCPU threads in each other's
+    # way under multi, and a guest's cross-vCPU work (TLB flushes, IPIs) waits for vCPUs not running.
+    # Measured here on 2026-11-27 with both guests booting and working at once: SSH after 52-54 s
+    # against 82-86 s, a mixed load (interpreter starts, fork and exec, four busy processes, a Go
+    # binary) in 25 s against 31 s. A guest alone, the other held stopped, uses both cores only under
+    # multi: 19 s against 24 s. molecule.yml chooses per platform.
+    accel = ["-accel", "tcg,thread=%s" % args.tcg_thread, "-cpu", "max"]
     if args.accel == "kvm" or (args.accel == "auto" and kvm_works(args.image, args.workdir)):
         accel = ["-accel", "kvm", "-cpu", "host"]
     if stop_asked():
@@ -465,6 +466,8 @@ def main(argv=None):
         ("--forward", {"action": "append", "type": int, "default": [],
                        "help": "a guest TCP port to forward to a free port on 127.0.0.1 (instance.json: forwards)"}),
         ("--accel", {"choices": ["auto", "kvm", "tcg"], "default": "auto"}),
+        ("--tcg-thread", {"choices": ["single", "multi"], "default": "single",
+                          "help": "under TCG, one host thread for all the guest's vCPUs (single) or one each (multi)"}),
         ("--boot-timeout", {"type": int, "default": 420, "help": "seconds one boot may take to answer SSH"}),
         ("--boot-attempts", {"type": int, "default": 3, "help": "boots to try before giving up"}),
         ("--started-at", {"type": float, "default": None,
