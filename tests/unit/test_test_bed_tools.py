@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The test tiers' own tools: each step's time (tools/steps.sh), molecule's phases timed
-(tools/molecule-steps), the boots and drains a scenario cost (tools/bed-counts), and the run's time
+(tools/molecule_steps.py), the boots and drains a scenario cost (tools/bed_counts.py), and the run's time
 guard (tools/run-tiers), which must stop a run itself and say where before CI cuts it off."""
 
 from __future__ import absolute_import, division, print_function
@@ -55,7 +55,7 @@ def test_molecule_steps_times_each_action_and_copies_every_line():
             "INFO     cluster \u279c create: Executed: Successful\n"
             "\x1b[32mINFO\x1b[0m     cluster \u279c verify: Executing\n"
             "ERROR    cluster \u279c verify: Executed: Failed\n")
-    done = subprocess.run([sys.executable, os.path.join(TOOLS, "molecule-steps")], input=text, capture_output=True,
+    done = subprocess.run([sys.executable, os.path.join(TOOLS, "molecule_steps.py")], input=text, capture_output=True,
                           text=True, timeout=60, check=True)
     lines = done.stdout.splitlines()
     assert [line for line in lines if not line.startswith("step: ")] == text.splitlines()
@@ -72,7 +72,7 @@ def test_molecule_steps_times_each_action_and_copies_every_line():
             "WARNING  [cluster > cleanup] Executed: Missing playbook (Remove from test_sequence to suppress)\n"
             "INFO     [cluster > side_effect] Executing\n"
             "ERROR    [cluster > side_effect] Executed: 1 successful, 1 failed\n")
-    done = subprocess.run([sys.executable, os.path.join(TOOLS, "molecule-steps")], input=text, capture_output=True,
+    done = subprocess.run([sys.executable, os.path.join(TOOLS, "molecule_steps.py")], input=text, capture_output=True,
                           text=True, timeout=60, check=True)
     steps = [line.rsplit(" ", 1)[0] if " started " in line else line for line in done.stdout.splitlines()
              if line.startswith("step: ")]
@@ -108,7 +108,7 @@ def test_bed_counts_reads_boots_from_the_consoles_and_drains_from_the_audit_log(
               audit_event("patch", "nodes", "numa-uneven", {"metadata": {"labels": {"a": "b"}}}),
               "not json"]
     (tmp_path / "control-plane" / "audit.log").write_text("\n".join(events) + "\n")
-    done = subprocess.run([sys.executable, os.path.join(TOOLS, "bed-counts"), str(tmp_path)], capture_output=True,
+    done = subprocess.run([sys.executable, os.path.join(TOOLS, "bed_counts.py"), str(tmp_path)], capture_output=True,
                           text=True, timeout=60, check=True)
     assert done.stdout.splitlines() == [
         "test bed: guest boots numa-kubelet 2, numa-uneven 1 (after 1 failed attempts)",

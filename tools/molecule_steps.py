@@ -1,4 +1,5 @@
-#!/usr/bin/env python3
+# -*- coding: utf-8 -*-
+# Copyright: numa.kube contributors
 # GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Copy molecule's output from stdin to stdout, adding a line when each of its actions (create,
 prepare, converge, verify...) starts and ends, in tools/steps.sh's form ("step: molecule converge

@@ -1,10 +1,11 @@
-#!/usr/bin/env python3
+# -*- coding: utf-8 -*-
+# Copyright: numa.kube contributors
 # GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
 """What a scenario run cost in guest boots and drains, read from what it leaves under
 tests/output/vm/<scenario>: each guest's console (every boot's kernel prints its banner there) and
 the control plane's audit log (each cordon numa.kube's controller user made is one drain begun).
 
-usage: bed-counts SCENARIO_OUTPUT_DIR
+usage: python tools/bed_counts.py SCENARIO_OUTPUT_DIR
 """
 
 import collections
