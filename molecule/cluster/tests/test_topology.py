@@ -32,7 +32,8 @@ import testinfra
 import yaml
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "resources"))
-from testlib import SLOWER, account_token, configz, cpu_list, custom_objects_as, deadline_in, node_cpus, wait  # noqa: E402 pylint: disable=wrong-import-position
+from testlib import (SLOWER, account_token, configz, cpu_list, custom_objects_as, deadline_in,  # noqa: E402 pylint: disable=wrong-import-position
+                     node_cpus, wait)
 
 testinfra_hosts = ["ansible://numa-kubelet"]
 
