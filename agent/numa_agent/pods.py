@@ -89,7 +89,8 @@ class PodNames(object):
         """Read the list and take in its names (the listing thread; whatever fails is logged, not raised)."""
         try:
             names = self._names(self._list())
-        except Exception as exc:  # pylint: disable=broad-except - ApiError mostly; the thread must not die silent
+        # ApiError mostly; whatever it is, the thread must not die silent
+        except Exception as exc:  # pylint: disable=broad-except
             LOG.warning("could not list the pods of node %s: %s", self.node_name, exc)
             with self.lock:
                 self.listing = None

@@ -231,7 +231,7 @@ def test_scrapes_with_one_token_share_the_review_under_way():
     api = SlowApi(delay=0.3)
     check = authn.TokenReviewer(api, wait=5)
     verdicts = []
-    threads = [threading.Thread(target=lambda: verdicts.append(check("Bearer prom"))) for _ in range(3)]
+    threads = [threading.Thread(target=lambda: verdicts.append(check("Bearer prom"))) for _thread in range(3)]
     for thread in threads:
         thread.start()
     for thread in threads:
