@@ -271,7 +271,8 @@ def boot(args):
     # Measured here on 2026-11-27 with both guests booting and working at once: SSH after 52-54 s
     # against 82-86 s, a mixed load (interpreter starts, fork and exec, four busy processes, a Go
     # binary) in 25 s against 31 s. A guest alone, the other held stopped, uses both cores only under
-    # multi: 19 s against 24 s. molecule.yml chooses per platform.
+    # multi: 19 s against 24 s; yet the cluster scenario took longer in every phase with its main
+    # guest under multi (molecule/README.md). A platform's tcg_thread chooses (create.yml).
     accel = ["-accel", "tcg,thread=%s" % args.tcg_thread, "-cpu", "max"]
     if args.accel == "kvm" or (args.accel == "auto" and kvm_works(args.image, args.workdir)):
         accel = ["-accel", "kvm", "-cpu", "host"]
