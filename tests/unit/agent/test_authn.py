@@ -378,19 +378,12 @@ def test_a_token_no_service_account_could_have_is_refused_without_asking_the_api
     assert authn.bearer_token("Basic dXNlcjpwYXNz") is None and authn.bearer_token("Bearer ") is None
 
 
-def test_a_review_whose_thread_cannot_start_frees_its_slot_and_leaves_nothing_pending(monkeypatch):
+def test_a_review_whose_thread_cannot_start_frees_its_slot_and_leaves_nothing_pending(monkeypatch, no_threads_named):
     """Out of threads (a flood of connections, a pod's pids limit): the scrape fails, but the slot
     and the token are free again, so the reviews come back once threads do."""
     api = FakeApi()
     check = authn.TokenReviewer(api, in_flight=1, wait=2)
-    real_start = threading.Thread.start
-
-    def no_thread(thread):
-        if thread.name == "token-review":
-            raise RuntimeError("can't start new thread")
-        return real_start(thread)
-
-    monkeypatch.setattr(threading.Thread, "start", no_thread)
+    real_start = no_threads_named("token-review")
     with pytest.raises(RuntimeError):
         check("Bearer prom")
     assert check.pending == {}

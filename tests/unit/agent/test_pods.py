@@ -149,18 +149,12 @@ def test_a_list_that_fails_in_any_way_is_tried_again_after_the_interval(tmp_path
     assert names.lookup(["b" * 64])["b" * 64] == ("prod", "db-0", "db")
 
 
-def test_a_list_whose_thread_cannot_start_is_tried_again_after_the_interval(tmp_path, clock, monkeypatch):
+def test_a_list_whose_thread_cannot_start_is_tried_again_after_the_interval(tmp_path, clock, monkeypatch,
+                                                                             no_threads_named):
     token = tmp_path / "token"
     token.write_text("t")
     names = Listed([POD], str(token), interval=15)
-    real_start = threading.Thread.start
-
-    def no_thread(thread):
-        if thread.name == "pod-list":
-            raise RuntimeError("can't start new thread")
-        return real_start(thread)
-
-    monkeypatch.setattr(threading.Thread, "start", no_thread)
+    real_start = no_threads_named("pod-list")
     assert names.lookup(["b" * 64]) == {} and names.listing is None
     monkeypatch.setattr(threading.Thread, "start", real_start)
     clock.now += 15
