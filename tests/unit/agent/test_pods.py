@@ -149,8 +149,8 @@ def test_a_list_that_fails_in_any_way_is_tried_again_after_the_interval(tmp_path
     assert names.lookup(["b" * 64])["b" * 64] == ("prod", "db-0", "db")
 
 
-def test_a_list_whose_thread_cannot_start_is_tried_again_after_the_interval(tmp_path, clock, monkeypatch,
-                                                                             no_threads_named):
+def test_a_list_whose_thread_cannot_start_is_tried_again_after_the_interval(
+        tmp_path, clock, monkeypatch, no_threads_named):
     token = tmp_path / "token"
     token.write_text("t")
     names = Listed([POD], str(token), interval=15)
