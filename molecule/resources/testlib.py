@@ -197,10 +197,22 @@ def _epoch(stamp):
 
 
 def run_playbook(args, timeout=1800):
-    """ansible-playbook with the scenario's inventory, as a user runs it; returns the finished process."""
+    """ansible-playbook with the scenario's inventory, as a user runs it; returns the finished process.
+    Its time and its slowest tasks (the scenario's profile_tasks recap) go to the verify's log."""
     command = ["ansible-playbook", "-i", os.environ["MOLECULE_INVENTORY_FILE"]] + list(args)
-    return subprocess.run(command, capture_output=True, text=True, timeout=timeout * SLOWER, check=False,
+    started = time.time()
+    done = subprocess.run(command, capture_output=True, text=True, timeout=timeout * SLOWER, check=False,
                           env=dict(os.environ, ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0"))
+    print("\nplaybook run took %d s (exit %d): %s" % (time.time() - started, done.returncode, " ".join(args)[:300]))
+    print("\n".join("  " + line for line in slowest_tasks(done.stdout)))
+    return done
+
+
+def slowest_tasks(output, count=6):
+    """The first ``count`` entries of profile_tasks' recap in a playbook's output, one line each."""
+    recap = output.split("TASKS RECAP", 1)[-1] if "TASKS RECAP" in output else ""
+    entries = re.findall(r"^(\S.*?) -+ (\d+\.\d+s)$", recap, re.M)
+    return ["%s %s" % (seconds, task) for task, seconds in entries[:count]]
 
 
 class PausedGuest(object):
