@@ -23,6 +23,60 @@ VM = os.path.join(ROOT, "molecule", "resources", "vm")
 
 
 @pytest.fixture(scope="module")
+def numa_vm():
+    sys.path.insert(0, VM)
+    try:
+        import numa_vm as module  # pylint: disable=import-outside-toplevel
+    finally:
+        sys.path.remove(VM)
+    return module
+
+
+# busy and asleep by turns, as a launcher is; on SIGTERM it goes on so for two seconds, then exits 143
+_SLOW_TO_END = """
+import signal, sys, time
+def work(seconds):
+    until = time.time() + seconds
+    while time.time() < until:
+        busy = time.time() + 0.005
+        while time.time() < busy:
+            pass
+        time.sleep(0.005)
+def ending(_signum, _frame):
+    work(2)
+    sys.exit(143)
+signal.signal(signal.SIGTERM, ending)
+print("ready", flush=True)
+work(3600)
+"""
+
+
+def test_a_launcher_busy_ending_its_boot_is_waited_for_not_killed(numa_vm, tmp_path):
+    # stop's wait once compared the process's state too: sleeping then running then sleeping again,
+    # the launcher looked like another process and was killed (CI on 2026-11-28: -9 instead of 143)
+    workdir = str(tmp_path)
+    child = subprocess.Popen([sys.executable, "-c", _SLOW_TO_END], stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout.readline() == "ready\n"
+        started = numa_vm.process_identity(child.pid)
+        seen = set()
+        for _sample in range(400):
+            seen.add(numa_vm.process_identity(child.pid))
+            time.sleep(0.001)
+        assert seen == {started}, "one process, one identity, running or asleep"
+        with open(os.path.join(workdir, numa_vm.LAUNCHER_PID), "w") as handle:
+            handle.write("%d %s %s\n" % (child.pid, started, os.path.realpath(workdir)))
+        assert numa_vm.launcher_pid(workdir) == child.pid
+        numa_vm.end_launcher(workdir, seconds=60)
+        assert child.wait(timeout=10) == 143
+        assert numa_vm.process_identity(child.pid) is None
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+
+
+@pytest.fixture(scope="module")
 def image():
     built = subprocess.run(["bash", os.path.join(VM, "build-image.sh")], capture_output=True, text=True,
                            check=True, timeout=1800)

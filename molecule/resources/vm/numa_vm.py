@@ -62,14 +62,17 @@ def stop_asked():
 
 
 def process_identity(pid):
-    """(start time in clock ticks, state) of a live process, None when it is gone or a zombie."""
+    """A live process's start time in clock ticks (with its pid, who it is), None when it is gone or a zombie.
+
+    Only the start time: a state (sleeping, running) changes while a process handles a signal, and a
+    waiter comparing it took a launcher busy ending its boot for another process and killed it."""
     try:
         with open("/proc/%d/stat" % pid) as handle:
             fields = handle.read().rsplit(")", 1)[1].split()
     except (OSError, IndexError):
         return None
     # after the command name: field 3 (state) is fields[0], field 22 (starttime) fields[19]
-    return None if fields[0] in ("Z", "X") else (fields[19], fields[0])
+    return None if fields[0] in ("Z", "X") else fields[19]
 
 
 def free_port():
@@ -235,7 +238,7 @@ def start(args):
     marker = os.path.join(args.workdir, LAUNCHER_PID)
     partial = marker + ".%d" % os.getpid()
     with open(partial, "w") as handle:
-        handle.write("%d %s %s\n" % (os.getpid(), process_identity(os.getpid())[0], os.path.realpath(args.workdir)))
+        handle.write("%d %s %s\n" % (os.getpid(), process_identity(os.getpid()), os.path.realpath(args.workdir)))
     os.replace(partial, marker)
     # written before the first look at the stop request, which ``stop`` makes before it reads the pid
     # file: a stop either finds this launcher or is found by it
@@ -357,7 +360,7 @@ def launcher_pid(workdir):
     except (OSError, ValueError):
         return None
     identity = process_identity(pid)
-    if identity is None or identity[0] != started or path.strip() != os.path.realpath(workdir):
+    if identity != started or path.strip() != os.path.realpath(workdir):
         return None
     return pid
 
@@ -379,7 +382,7 @@ def end_launcher(workdir, seconds=150):
     deadline = time.time() + seconds
     while time.time() < deadline and identity is not None and process_identity(pid) == identity:
         time.sleep(0.2)
-    if process_identity(pid) == identity and identity is not None:
+    if identity is not None and process_identity(pid) == identity:
         end_process(pid, steps=((signal.SIGKILL, 10),))
 
 
