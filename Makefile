@@ -40,9 +40,12 @@ venv: $(STAMP) $(COLLECTIONS)/ansible_collections/numa/kube
 
 FAST_TIERS := lint sanity units bench
 VM_TIERS := vm-bed differential molecule-cluster
+# the whole run: the static checks (no clock in them) beside the others at idle CPU priority
+# (tools/run-tiers --beside); units keep cores of their own, their tests measure time
+STATIC_TIERS := lint,sanity
 
 test: venv vm-deps
-	@bash tools/run-tiers $(FAST_TIERS) $(VM_TIERS)
+	@bash tools/run-tiers --beside $(STATIC_TIERS) $(filter-out lint sanity,$(FAST_TIERS)) $(VM_TIERS)
 
 test-fast: venv
 	@bash tools/run-tiers $(FAST_TIERS)

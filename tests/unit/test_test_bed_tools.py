@@ -176,3 +176,46 @@ def test_an_interrupt_ends_the_tier_under_way_and_the_run(tmp_path):
     assert "=== stopped by a signal in tier lint" in output, output
     assert "tier: units" not in output, output
     assert processes_with(("NUMA_KUBE_TIER_LOGS=%s" % (tmp_path / "logs")).encode()) == []
+
+
+def test_a_tier_beside_the_others_that_fails_fails_the_run_and_says_why(tmp_path):
+    done, _seconds = run_tiers(tmp_path, "--beside", "no-such-tier")
+    assert done.returncode == 1, done
+    assert "no-such-tier: FAILED after" in done.stdout and "(beside the others)" in done.stdout, done.stdout
+    assert "=== why no-such-tier failed" in done.stdout and "command not found" in done.stdout, done.stdout
+
+
+def test_a_failed_tier_ends_the_tiers_beside_it(tmp_path):
+    done, seconds = run_tiers(tmp_path, "--beside", "lint", "no-such-tier")
+    assert done.returncode == 1, done
+    assert "no-such-tier: FAILED after" in done.stdout, done.stdout
+    assert seconds < 30, "the run waited for lint beside it: %d s" % seconds
+    time.sleep(1)  # the tier's timeout passes the TERM on to its group
+    assert processes_with(("NUMA_KUBE_TIER_LOGS=%s" % (tmp_path / "logs")).encode()) == []
+
+
+def test_a_tier_beside_the_others_runs_at_idle_priority_under_the_guard(tmp_path):
+    env = dict(os.environ, NUMA_KUBE_TIER_LOGS=str(tmp_path / "logs"), NUMA_KUBE_RUN_LOGS=str(tmp_path / "runs"),
+               NUMA_KUBE_RUN_STARTED=str(int(time.time())), NUMA_KUBE_RUN_LIMIT="8")
+    run = subprocess.Popen(["bash", os.path.join(TOOLS, "run-tiers"), "--beside", "lint"], stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, text=True, env=env, cwd=ROOT)
+    marker = ("NUMA_KUBE_TIER_LOGS=%s" % (tmp_path / "logs")).encode()
+    policies = set()
+    deadline = time.monotonic() + 6
+    while time.monotonic() < deadline and not policies:
+        for pid in processes_with(marker):
+            try:
+                with open("/proc/%d/cmdline" % pid, "rb") as handle:
+                    argv = handle.read().split(b"\0")
+                if argv[0] == b"bash" and b"--body" in argv:  # the tier's body (timeout and chrt start it)
+                        policies.add((os.sched_getscheduler(pid), os.getpriority(os.PRIO_PROCESS, pid)))
+            except OSError:
+                continue
+        time.sleep(0.1)
+    output = run.communicate(timeout=120)[0]
+    assert policies == {(os.SCHED_IDLE, 19)}, policies
+    assert run.returncode == 1, output
+    assert "lint: STOPPED by the run's time guard after" in output and "(beside the others)" in output, output
+    assert "stopped in tier lint (beside the others)" in output, output
+    time.sleep(1)
+    assert processes_with(marker) == []
