@@ -196,14 +196,28 @@ def _epoch(stamp):
     return calendar.timegm(time.strptime(stamp[:19], "%Y-%m-%dT%H:%M:%S")) + float("0" + stamp[19:].rstrip("Z"))
 
 
+PLAYBOOK_LOGS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tests", "output", "logs",
+                             "playbook-runs")
+
+
 def run_playbook(args, timeout=1800):
     """ansible-playbook with the scenario's inventory, as a user runs it; returns the finished process.
-    Its time and its slowest tasks (the scenario's profile_tasks recap) go to the verify's log."""
+    Its time and its slowest tasks (the scenario's profile_tasks recap) go to the verify's log, its
+    whole output to tests/output/logs/playbook-runs/ (every task's time: where a test's minutes go)."""
     command = ["ansible-playbook", "-i", os.environ["MOLECULE_INVENTORY_FILE"]] + list(args)
     started = time.time()
     done = subprocess.run(command, capture_output=True, text=True, timeout=timeout * SLOWER, check=False,
-                          env=dict(os.environ, ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0"))
-    print("\nplaybook run took %d s (exit %d): %s" % (time.time() - started, done.returncode, " ".join(args)[:300]))
+                          env=dict(os.environ, ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0",
+                                   PROFILE_TASKS_TASK_OUTPUT_LIMIT="all"))
+    took = time.time() - started
+    if not os.path.isdir(PLAYBOOK_LOGS):
+        os.makedirs(PLAYBOOK_LOGS)
+    log = os.path.join(PLAYBOOK_LOGS, "%s-%d.log" % (time.strftime("%H%M%S", time.localtime(started)), os.getpid()))
+    with open(log, "w") as handle:
+        handle.write("%s\n(took %d s, exit %d)\n%s\n%s" % (shlex.join(command), took, done.returncode, done.stdout,
+                                                          done.stderr))
+    print("\nplaybook run took %d s (exit %d, %s): %s" % (took, done.returncode, os.path.basename(log),
+                                                        " ".join(args)[:300]))
     print("\n".join("  " + line for line in slowest_tasks(done.stdout)))
     return done
 
