@@ -320,15 +320,17 @@ def child(role, sysfs, cgroup, names_file, root):
         names = dict((cid, tuple(who)) for cid, who in json.load(handle).items())
     if role.startswith("exporter"):
         sys.path.insert(0, collection_lib(root, os.path.dirname(names_file)))
-        from ansible_collections.numa.kube.plugins.module_utils import numa_metrics
-        if role == "exporter-walking":
-            try:  # the container map kept between scrapes: always stale here, as on a node whose pods churn
-                from ansible_collections.numa.kube.plugins.module_utils import numa_metrics_locality
-                numa_metrics_locality.CgroupMap.stale = lambda self: True
-            except ImportError:
-                pass  # a tree from before the map was kept walks every scrape anyway
-        # what a serving exporter holds in memory too
-        from ansible_collections.numa.kube.plugins.module_utils import metrics_server  # noqa: F401 pylint: disable=unused-import
+        sys.path.insert(0, os.path.join(root, "agent"))
+        try:
+            from numa_agent.metrics import numa_metrics, locality, server
+        except ImportError:  # a tree from before the agent's metrics left module_utils
+            from ansible_collections.numa.kube.plugins.module_utils import numa_metrics, metrics_server as server
+            locality = sys.modules.get("ansible_collections.numa.kube.plugins.module_utils.numa_metrics_locality")
+        if role == "exporter-walking" and locality is not None and hasattr(locality, "CgroupMap"):
+            # the container map kept between scrapes: always stale here, as on a node whose pods churn (a
+            # tree from before the map was kept walks every scrape anyway)
+            locality.CgroupMap.stale = lambda self: True
+        assert server  # what a serving exporter holds in memory too
 
         scraper = numa_metrics.Scraper(sysfs, cgroup)
 

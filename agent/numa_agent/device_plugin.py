@@ -32,7 +32,7 @@ from concurrent import futures
 
 import grpc
 
-from ansible_collections.numa.kube.plugins.module_utils.topology import format_cpu_list
+from ansible_collections.numa.kube.plugins.module_utils.numa.sysfs import format_cpu_list
 from numa_agent.devices import Health, NodeHealth, device_ids, numa_nodes_with_cpus, preferred
 from numa_agent.kubelet.deviceplugin.v1beta1 import api_pb2, api_pb2_grpc
 

@@ -17,8 +17,8 @@ import os
 import threading
 from collections import namedtuple
 
-from ansible_collections.numa.kube.plugins.module_utils.numa_metrics import Topology
-from ansible_collections.numa.kube.plugins.module_utils.topology import (
+from numa_agent.metrics.numa_metrics import Topology
+from ansible_collections.numa.kube.plugins.module_utils.numa.sysfs import (
     SysfsReader, TopologyError, format_cpu_list, parse_cpu_list)
 
 

@@ -30,7 +30,8 @@ the API server's list of pods at most ``PodNames.wait`` (it goes on in the backg
 import logging
 import time
 
-from ansible_collections.numa.kube.plugins.module_utils import metrics_server, numa_metrics
+from numa_agent.metrics import server as metrics_server
+from numa_agent.metrics import numa_metrics
 from numa_agent.authn import scraper_check
 from numa_agent.checkpoint_relay import checkpoint_readable, stop_on_signals
 from numa_agent.pods import PodNames

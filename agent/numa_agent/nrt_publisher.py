@@ -8,7 +8,7 @@ One ``NodeResourceTopology`` (``topology.node.k8s.io/v1alpha2``, cluster-scoped,
 Node, labelled ``app.kubernetes.io/managed-by: numa.kube`` and ``numa.kube/stack: topology``)
 per node: a zone per NUMA node with cpu, memory, huge pages and NUMA-bound devices, kubelet's
 Topology Manager policy and scope, and the pods fingerprint the scheduler's cache compares
-(module_utils/noderesourcetopology.py says how each figure is taken). Its sources:
+(module_utils/numa/nrt.py says how each figure is taken). Its sources:
 
 - kubelet's PodResources API, ``GetAllocatableResources`` and ``List``, every ``--period``
   seconds;
@@ -32,9 +32,10 @@ object named as its node, and numa.kube's ValidatingAdmissionPolicy holds it to 
 
 import logging
 
-from ansible_collections.numa.kube.plugins.module_utils import noderesourcetopology, numatopology
-from ansible_collections.numa.kube.plugins.module_utils.numa_metrics import Topology
-from ansible_collections.numa.kube.plugins.module_utils.topology import SysfsReader
+from ansible_collections.numa.kube.plugins.module_utils.numa import nrt as noderesourcetopology
+from ansible_collections.numa.kube.plugins.module_utils.numa import volcano_numatopology as numatopology
+from numa_agent.metrics.numa_metrics import Topology
+from ansible_collections.numa.kube.plugins.module_utils.numa.sysfs import SysfsReader
 from numa_agent.publisher import NodeObjectPublisher, run
 
 CONTENT = ("zones", "attributes")

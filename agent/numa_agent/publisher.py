@@ -52,9 +52,9 @@ import threading
 import time
 from urllib.parse import quote
 
-from ansible_collections.numa.kube.plugins.module_utils import numatopology
-from ansible_collections.numa.kube.plugins.module_utils.numa_metrics import Topology
-from ansible_collections.numa.kube.plugins.module_utils.topology import SysfsReader
+from ansible_collections.numa.kube.plugins.module_utils.numa import volcano_numatopology as numatopology
+from numa_agent.metrics.numa_metrics import Topology
+from ansible_collections.numa.kube.plugins.module_utils.numa.sysfs import SysfsReader
 from numa_agent.kube import KUBELET_TLS_MODES, ApiError, Client, kubelet_client
 
 LOG = logging.getLogger("publisher")

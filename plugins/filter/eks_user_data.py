@@ -11,7 +11,7 @@ __metaclass__ = type
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.numa.kube.plugins.module_utils.eks_user_data import (
+from ansible_collections.numa.kube.plugins.module_utils.kubelet.eks_user_data import (
     EksUserDataError,
     bootstrap_kubelet_extra_args,
     node_config,

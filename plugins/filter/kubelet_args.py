@@ -9,7 +9,7 @@ __metaclass__ = type
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.numa.kube.plugins.module_utils.kubelet_args import (
+from ansible_collections.numa.kube.plugins.module_utils.kubelet.args import (
     KubeletArgsError,
     kubelet_arg_list,
     kubelet_extra_args,

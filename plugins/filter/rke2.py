@@ -10,7 +10,7 @@ __metaclass__ = type
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.numa.kube.plugins.module_utils.rke2_config import (
+from ansible_collections.numa.kube.plugins.module_utils.kubelet.rke2 import (
     Rke2ConfigError,
     kubelet_arg_items,
     option_line,

@@ -9,7 +9,7 @@ __metaclass__ = type
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.numa.kube.plugins.module_utils import rollout_batches as batches
+from ansible_collections.numa.kube.plugins.module_utils.node import rollout_batches as batches
 
 
 def _plain(value):

@@ -9,7 +9,7 @@ __metaclass__ = type
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.numa.kube.plugins.module_utils import rollout_owner
+from ansible_collections.numa.kube.plugins.module_utils.node import rollout_owner
 
 
 def rollout_owner_gone(owner):

@@ -71,7 +71,7 @@ _raw:
 from ansible.errors import AnsibleLookupError
 from ansible.plugins.lookup import LookupBase
 
-from ansible_collections.numa.kube.plugins.module_utils import rollout_owner
+from ansible_collections.numa.kube.plugins.module_utils.node import rollout_owner
 
 
 class LookupModule(LookupBase):

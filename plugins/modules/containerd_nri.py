@@ -243,8 +243,9 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.numa.kube.plugins.module_utils import applied_record, file_update
-from ansible_collections.numa.kube.plugins.module_utils.containerd_config import (
+from ansible_collections.numa.kube.plugins.module_utils.node import record as applied_record
+from ansible_collections.numa.kube.plugins.module_utils.node import file_update
+from ansible_collections.numa.kube.plugins.module_utils.node.containerd_config import (
     NRI_DEFAULTS,
     TEMPLATE_V2,
     TEMPLATE_V3,
@@ -264,7 +265,7 @@ from ansible_collections.numa.kube.plugins.module_utils.containerd_config import
     plan_nri_withdraw,
     plan_template,
 )
-from ansible_collections.numa.kube.plugins.module_utils.kubelet_node import detect_distribution
+from ansible_collections.numa.kube.plugins.module_utils.kubelet.node import detect_distribution
 
 # the units that run each distribution's containerd, server flavour first
 SERVICES = {"rke2": ["rke2-server", "rke2-agent"], "k3s": ["k3s", "k3s-agent"]}

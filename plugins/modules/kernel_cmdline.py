@@ -264,8 +264,9 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.numa.kube.plugins.module_utils import applied_record, file_update
-from ansible_collections.numa.kube.plugins.module_utils.kernel_cmdline import (
+from ansible_collections.numa.kube.plugins.module_utils.node import record as applied_record
+from ansible_collections.numa.kube.plugins.module_utils.node import file_update
+from ansible_collections.numa.kube.plugins.module_utils.node.kernel_cmdline import (
     KernelCmdlineError,
     apply_params,
     change_of,

@@ -373,8 +373,9 @@ import stat
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.common.text.converters import to_bytes
 
-from ansible_collections.numa.kube.plugins.module_utils import applied_record, file_update
-from ansible_collections.numa.kube.plugins.module_utils.kubelet_config import (
+from ansible_collections.numa.kube.plugins.module_utils.node import record as applied_record
+from ansible_collections.numa.kube.plugins.module_utils.node import file_update
+from ansible_collections.numa.kube.plugins.module_utils.kubelet.config import (
     EMPTY_RECORD,
     RECORD_NAME,
     KubeletConfigError,
@@ -383,13 +384,13 @@ from ansible_collections.numa.kube.plugins.module_utils.kubelet_config import (
     plan_withdraw,
     record_present,
 )
-from ansible_collections.numa.kube.plugins.module_utils.kubelet_node import (
+from ansible_collections.numa.kube.plugins.module_utils.kubelet.node import (
     LAYOUTS,
     KubeletNodeError,
     config_dir_from_flags,
     with_config_dir,
 )
-from ansible_collections.numa.kube.plugins.module_utils.topology import MAX_CPUS, parse_cpu_list
+from ansible_collections.numa.kube.plugins.module_utils.numa.sysfs import MAX_CPUS, parse_cpu_list
 
 
 # Linux's MAX_NUMNODES at its largest (NODES_SHIFT 10)

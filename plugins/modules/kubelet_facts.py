@@ -221,7 +221,7 @@ import stat
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.numa.kube.plugins.module_utils.kubelet_node import (
+from ansible_collections.numa.kube.plugins.module_utils.kubelet.node import (
     KubeletNodeError,
     NodeFiles,
     parse_kubelet_version,

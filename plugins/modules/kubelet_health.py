@@ -126,8 +126,8 @@ import time
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.urls import open_url
 
-from ansible_collections.numa.kube.plugins.module_utils.health import error_lines, wait_healthy
-from ansible_collections.numa.kube.plugins.module_utils.kubelet_node import running_process
+from ansible_collections.numa.kube.plugins.module_utils.kubelet.health import error_lines, wait_healthy
+from ansible_collections.numa.kube.plugins.module_utils.kubelet.node import running_process
 
 # How much of a log file to read back at most for error lines.
 _LOG_TAIL = 256 * 1024

@@ -136,14 +136,14 @@ aligned:
   sample: true
 """
 
-from ansible_collections.numa.kube.plugins.module_utils.kube_api import (
+from ansible_collections.numa.kube.plugins.module_utils.k8s.api import (
     AUTH_ARGUMENT_SPEC,
     DEFAULT_WAIT_TIMEOUT,
     KubeApiError,
     connect,
     stack_module,
 )
-from ansible_collections.numa.kube.plugins.module_utils.node_labels import (
+from ansible_collections.numa.kube.plugins.module_utils.kubelet.labels import (
     NodeLabelsError,
     run,
     stale_warning,

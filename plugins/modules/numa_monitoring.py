@@ -295,14 +295,14 @@ rollout_seconds:
   sample: 12.5
 """
 
-from ansible_collections.numa.kube.plugins.module_utils.kube_api import (
+from ansible_collections.numa.kube.plugins.module_utils.k8s.api import (
     AUTH_ARGUMENT_SPEC,
     ROLLOUT_ARGUMENT_SPEC,
     KubeApiError,
     connect,
     stack_module,
 )
-from ansible_collections.numa.kube.plugins.module_utils.monitoring import MonitoringError, run
+from ansible_collections.numa.kube.plugins.module_utils.stacks.monitoring import MonitoringError, run
 
 
 def main():

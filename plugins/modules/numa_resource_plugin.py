@@ -208,15 +208,15 @@ rollout_seconds:
 """
 
 
-from ansible_collections.numa.kube.plugins.module_utils.kube_api import (
+from ansible_collections.numa.kube.plugins.module_utils.k8s.api import (
     AUTH_ARGUMENT_SPEC,
     ROLLOUT_ARGUMENT_SPEC,
     KubeApiError,
     connect,
     stack_module,
 )
-from ansible_collections.numa.kube.plugins.module_utils.node_labels import ALIGNED_SELECTOR
-from ansible_collections.numa.kube.plugins.module_utils.resource_plugin import (
+from ansible_collections.numa.kube.plugins.module_utils.kubelet.labels import ALIGNED_SELECTOR
+from ansible_collections.numa.kube.plugins.module_utils.stacks.resource_plugin import (
     DEFAULT_SOCKET_DIR,
     PluginError,
     check_params,

@@ -227,13 +227,13 @@ problems:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.numa.kube.plugins.module_utils.quantity import QuantityError
-from ansible_collections.numa.kube.plugins.module_utils.reservation import (
+from ansible_collections.numa.kube.plugins.module_utils.kubelet.reservation import (
     DISTRIBUTIONS,
     MAX_NUMA_NODES,
     ReservationError,
     plan,
 )
-from ansible_collections.numa.kube.plugins.module_utils.topology import MAX_CPUS
+from ansible_collections.numa.kube.plugins.module_utils.numa.sysfs import MAX_CPUS
 
 
 def input_problems(params):

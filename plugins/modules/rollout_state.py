@@ -281,7 +281,8 @@ problems:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.numa.kube.plugins.module_utils import rollout, rollout_owner
+from ansible_collections.numa.kube.plugins.module_utils.node import rollout
+from ansible_collections.numa.kube.plugins.module_utils.node import rollout_owner
 
 
 def main():

@@ -185,7 +185,7 @@ ansible_facts:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.numa.kube.plugins.module_utils.topology import SysfsReader, TopologyError
+from ansible_collections.numa.kube.plugins.module_utils.numa.sysfs import SysfsReader, TopologyError
 
 
 def main():

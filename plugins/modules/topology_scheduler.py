@@ -334,15 +334,15 @@ wait_seconds:
 
 from ansible.module_utils.basic import missing_required_lib
 
-from ansible_collections.numa.kube.plugins.module_utils.kube_api import (
+from ansible_collections.numa.kube.plugins.module_utils.k8s.api import (
     AUTH_ARGUMENT_SPEC,
     ROLLOUT_ARGUMENT_SPEC,
     KubeApiError,
     connect,
     stack_module,
 )
-from ansible_collections.numa.kube.plugins.module_utils.node_labels import ALIGNED_SELECTOR
-from ansible_collections.numa.kube.plugins.module_utils.topology_scheduler import (
+from ansible_collections.numa.kube.plugins.module_utils.kubelet.labels import ALIGNED_SELECTOR
+from ansible_collections.numa.kube.plugins.module_utils.stacks.nrt_scheduler import (
     FOREIGN_PODS_DETECT,
     HAS_YAML,
     INFORMER_MODES,

@@ -249,16 +249,16 @@ wait_seconds:
 from ansible.module_utils.basic import missing_required_lib
 from ansible.module_utils.urls import open_url
 
-from ansible_collections.numa.kube.plugins.module_utils.kube_api import (
+from ansible_collections.numa.kube.plugins.module_utils.k8s.api import (
     AUTH_ARGUMENT_SPEC,
     ROLLOUT_ARGUMENT_SPEC,
     KubeApiError,
     connect,
     stack_module,
 )
-from ansible_collections.numa.kube.plugins.module_utils.node_labels import ALIGNED_SELECTOR
-from ansible_collections.numa.kube.plugins.module_utils.volcano_conf import HAS_YAML, VolcanoError
-from ansible_collections.numa.kube.plugins.module_utils.volcano_stack import (
+from ansible_collections.numa.kube.plugins.module_utils.kubelet.labels import ALIGNED_SELECTOR
+from ansible_collections.numa.kube.plugins.module_utils.stacks.volcano_conf import HAS_YAML, VolcanoError
+from ansible_collections.numa.kube.plugins.module_utils.stacks.volcano import (
     DOWNLOAD_TIMEOUT,
     check_checksum,
     check_source,

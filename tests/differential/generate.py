@@ -19,9 +19,9 @@ import re
 
 import yaml
 
-from ansible_collections.numa.kube.plugins.module_utils.kubelet_config import KubeletConfigError, dump_text, validate
-from ansible_collections.numa.kube.plugins.module_utils.kubelet_fields import FEATURE_GATES, TYPES
-from ansible_collections.numa.kube.plugins.module_utils.reservation import ReservationError, plan
+from ansible_collections.numa.kube.plugins.module_utils.kubelet.config import KubeletConfigError, dump_text, validate
+from ansible_collections.numa.kube.plugins.module_utils.kubelet.fields import FEATURE_GATES, TYPES
+from ansible_collections.numa.kube.plugins.module_utils.kubelet.reservation import ReservationError, plan
 
 MIB = 2 ** 20
 GIB = 2 ** 30

@@ -22,13 +22,13 @@ import os
 import random
 from fractions import Fraction
 
-from ansible_collections.numa.kube.plugins.module_utils.kubelet_config import (KNOWN_FIELDS, KubeletConfigError,
+from ansible_collections.numa.kube.plugins.module_utils.kubelet.config import (KNOWN_FIELDS, KubeletConfigError,
                                                                                dump_text, validate)
-from ansible_collections.numa.kube.plugins.module_utils.kubelet_fields import (DEFAULTS, FEATURE_GATE_DEPENDENCIES,
+from ansible_collections.numa.kube.plugins.module_utils.kubelet.fields import (DEFAULTS, FEATURE_GATE_DEPENDENCIES,
                                                                                FEATURE_GATES, FLAGS, KUBELET_VERSION,
                                                                                TYPES)
 from ansible_collections.numa.kube.plugins.module_utils.quantity import QuantityError, parse_quantity
-from ansible_collections.numa.kube.plugins.module_utils.reservation import ReservationError, plan
+from ansible_collections.numa.kube.plugins.module_utils.kubelet.reservation import ReservationError, plan
 from ansible_collections.numa.kube.tests.differential.generate import DELIBERATE
 
 SEED = int(os.environ.get("NUMA_KUBE_DIFF_SEED", "20261123"))

@@ -23,7 +23,7 @@ import sys
 
 import pytest
 
-from ansible_collections.numa.kube.plugins.module_utils import podfingerprint
+from ansible_collections.numa.kube.plugins.module_utils.numa import podfingerprint
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 VECTORS = os.path.join(os.path.dirname(HERE), "unit", "plugins", "module_utils", "podfingerprint-vectors.json")

@@ -22,7 +22,7 @@ import sys
 import pytest
 import yaml
 
-from ansible_collections.numa.kube.plugins.module_utils.rke2_config import config_files, merge_config, option_values
+from ansible_collections.numa.kube.plugins.module_utils.kubelet.rke2 import config_files, merge_config, option_values
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BIN = os.path.dirname(sys.executable)

@@ -59,7 +59,7 @@ def test_the_tarball_ships_what_runs_and_nothing_else(tarball):
     for wanted in ("README.md", "LICENSE", "meta/runtime.yml", "meta/execution-environment.yml", "requirements.txt",
                    "bindep.txt", "playbooks/site.yml", "roles/kubelet/tasks/main.yml",
                    "roles/kubelet/meta/argument_specs.yml", "plugins/modules/kubelet_config.py",
-                   "plugins/module_utils/reservation.py", "roles/numa_exporter/files/bundle.py",
+                   "plugins/module_utils/kubelet/reservation.py", "roles/numa_exporter/files/bundle.py",
                    "agent/numa_agent/exporter.py"):
         assert wanted in names, wanted
     for name in names:

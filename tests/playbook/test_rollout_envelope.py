@@ -23,7 +23,7 @@ import threading
 import pytest
 import yaml
 
-from ansible_collections.numa.kube.plugins.module_utils import rollout
+from ansible_collections.numa.kube.plugins.module_utils.node import rollout
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 # recorded by begin's opening write, before the drain; "cordoned and drained" after the drain in

@@ -13,7 +13,7 @@ import re
 
 import pytest
 
-from ansible_collections.numa.kube.plugins.module_utils import numa_metrics
+from numa_agent.metrics import numa_metrics
 
 TOOL = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools", "bench_exporter.py")
 SAMPLE = re.compile(r'^numa_container_memory_bytes\{(.*)\} (\d+)$')

@@ -129,7 +129,7 @@ def test_pods_carry_their_template_generation_and_come_in_pages(bench):
 
 def test_node_resource_topologies_are_served_once_their_crd_is_and_stay_through_an_update(bench):
     bench.importable()
-    from ansible_collections.numa.kube.plugins.module_utils import noderesourcetopology
+    from ansible_collections.numa.kube.plugins.module_utils.numa import nrt as noderesourcetopology
 
     clock = bench.VirtualClock()
     fleet = bench.Fleet(2, clock, late_proofs=["node-0001"])

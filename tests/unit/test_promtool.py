@@ -15,7 +15,8 @@ import subprocess
 import pytest
 import yaml
 
-from ansible_collections.numa.kube.plugins.module_utils import monitoring, numa_metrics
+from ansible_collections.numa.kube.plugins.module_utils.stacks import monitoring
+from numa_agent.metrics import numa_metrics
 from ansible_collections.numa.kube.tests.unit.plugins.sysfs_tree import two_socket_interleaved
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

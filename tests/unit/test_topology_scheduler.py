@@ -19,8 +19,10 @@ import hashlib
 import pytest
 import yaml
 
-from ansible_collections.numa.kube.plugins.module_utils import kube_api, noderesourcetopology, topology_scheduler as ts
-from ansible_collections.numa.kube.plugins.module_utils.kube_api import (
+from ansible_collections.numa.kube.plugins.module_utils.k8s import api as kube_api
+from ansible_collections.numa.kube.plugins.module_utils.numa import nrt as noderesourcetopology
+from ansible_collections.numa.kube.plugins.module_utils.stacks import nrt_scheduler as ts
+from ansible_collections.numa.kube.plugins.module_utils.k8s.api import (
     MANAGED_BY_LABEL,
     STACK_LABEL,
     OwnershipError,

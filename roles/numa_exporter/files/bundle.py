@@ -31,10 +31,9 @@ import time
 import zipfile
 
 AGENT = ("__init__.py", "__main__.py", "exporter.py", "checkpoint_relay.py", "tls_check.py", "authn.py", "kube.py",
-         "pods.py")
-MODULE_UTILS = ("quantity.py", "topology.py", "metrics_text.py", "metrics_server.py", "numa_metrics.py",
-                "numa_metrics_topology.py", "numa_metrics_node.py", "numa_metrics_assignment.py",
-                "numa_metrics_locality.py")
+         "pods.py", "metrics/__init__.py", "metrics/numa_metrics.py", "metrics/topology.py", "metrics/node.py",
+         "metrics/assignment.py", "metrics/locality.py", "metrics/text.py", "metrics/server.py")
+MODULE_UTILS = ("quantity.py", "numa/__init__.py", "numa/sysfs.py")
 PACKAGES = ("ansible_collections", "ansible_collections/numa", "ansible_collections/numa/kube",
             "ansible_collections/numa/kube/plugins", "ansible_collections/numa/kube/plugins/module_utils")
 MAIN = b"import sys\n\nfrom numa_agent.__main__ import main\n\nsys.exit(main())\n"

@@ -18,7 +18,8 @@ import urllib.request
 
 import pytest
 
-from ansible_collections.numa.kube.plugins.module_utils import metrics_server, monitoring
+from numa_agent.metrics import server as metrics_server
+from ansible_collections.numa.kube.plugins.module_utils.stacks import monitoring
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "agent"))
 from numa_agent import authn, kube  # noqa: E402 pylint: disable=wrong-import-position

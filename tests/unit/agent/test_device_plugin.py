@@ -21,7 +21,7 @@ import types
 
 import pytest
 
-from ansible_collections.numa.kube.plugins.module_utils.topology import format_cpu_list
+from ansible_collections.numa.kube.plugins.module_utils.numa.sysfs import format_cpu_list
 from ansible_collections.numa.kube.tests.unit.plugins.sysfs_tree import two_socket_interleaved
 
 AGENT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "agent")

@@ -10,7 +10,7 @@ import shutil
 import sys
 import threading
 
-from ansible_collections.numa.kube.plugins.module_utils.topology import format_cpu_list
+from ansible_collections.numa.kube.plugins.module_utils.numa.sysfs import format_cpu_list
 from ansible_collections.numa.kube.tests.unit.plugins.sysfs_tree import (
     four_nodes_with_memory_only, non_numa, two_socket_interleaved)
 

@@ -17,8 +17,9 @@ from numa_agent import __main__ as agent  # noqa: E402 pylint: disable=wrong-imp
 from numa_agent import authn, exporter, pods  # noqa: E402 pylint: disable=wrong-import-position
 from numa_agent.kube import Client  # noqa: E402 pylint: disable=wrong-import-position
 
-from ansible_collections.numa.kube.plugins.module_utils import metrics_server, monitoring  # noqa: E402
-from ansible_collections.numa.kube.plugins.module_utils import numa_metrics_locality  # noqa: E402
+from numa_agent.metrics import server as metrics_server  # noqa: E402
+from ansible_collections.numa.kube.plugins.module_utils.stacks import monitoring  # noqa: E402
+from numa_agent.metrics import locality as numa_metrics_locality  # noqa: E402
 from ansible_collections.numa.kube.tests.unit.plugins.sysfs_tree import two_socket_interleaved  # noqa: E402
 
 CID = "ab" * 32

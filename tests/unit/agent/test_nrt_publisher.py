@@ -16,7 +16,7 @@ import sys
 
 import pytest
 
-from ansible_collections.numa.kube.plugins.module_utils import podfingerprint
+from ansible_collections.numa.kube.plugins.module_utils.numa import podfingerprint
 from ansible_collections.numa.kube.tests.unit.agent.test_publisher import Api, Clock, Down, Kubelet
 from ansible_collections.numa.kube.tests.unit.plugins.sysfs_tree import two_socket_interleaved
 

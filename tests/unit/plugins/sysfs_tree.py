@@ -8,7 +8,7 @@ __metaclass__ = type
 
 import os
 
-from ansible_collections.numa.kube.plugins.module_utils.topology import format_cpu_list
+from ansible_collections.numa.kube.plugins.module_utils.numa.sysfs import format_cpu_list
 
 KIB = 1024
 

@@ -9,7 +9,7 @@ import pytest
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.numa.kube.plugins.filter.rollout_owner import FilterModule
-from ansible_collections.numa.kube.plugins.module_utils import rollout_owner
+from ansible_collections.numa.kube.plugins.module_utils.node import rollout_owner
 
 
 def test_the_filter_tells_a_live_run_from_a_gone_one():

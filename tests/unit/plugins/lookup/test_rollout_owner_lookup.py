@@ -15,13 +15,13 @@ import pytest
 from ansible.errors import AnsibleError
 
 from ansible_collections.numa.kube.plugins.lookup.rollout_owner import LookupModule
-from ansible_collections.numa.kube.plugins.module_utils import rollout_owner
+from ansible_collections.numa.kube.plugins.module_utils.node import rollout_owner
 
 # a stand-in for ansible-playbook: its main process forks a worker, as ansible does for each task,
 # and the worker asks who the run is
 FAKE_PLAYBOOK = """
 import json, os, sys
-from ansible_collections.numa.kube.plugins.module_utils import rollout_owner
+from ansible_collections.numa.kube.plugins.module_utils.node import rollout_owner
 worker = os.fork()
 if worker == 0:
     grandchild = os.fork()  # a process forked below the worker (a lookup's helper) finds the same run

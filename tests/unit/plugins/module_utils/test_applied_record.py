@@ -12,8 +12,8 @@ import stat
 
 import pytest
 
-from ansible_collections.numa.kube.plugins.module_utils import applied_record
-from ansible_collections.numa.kube.plugins.module_utils.applied_record import RecordError
+from ansible_collections.numa.kube.plugins.module_utils.node import record as applied_record
+from ansible_collections.numa.kube.plugins.module_utils.node.record import RecordError
 
 
 def mode(path):

@@ -16,7 +16,7 @@ import re
 import pytest
 import yaml
 
-from ansible_collections.numa.kube.plugins.module_utils.eks_user_data import (
+from ansible_collections.numa.kube.plugins.module_utils.kubelet.eks_user_data import (
     EksUserDataError,
     bootstrap_kubelet_extra_args,
     kubelet_settings,

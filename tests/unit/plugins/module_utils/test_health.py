@@ -6,7 +6,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.numa.kube.plugins.module_utils.health import error_lines, wait_healthy
+from ansible_collections.numa.kube.plugins.module_utils.kubelet.health import error_lines, wait_healthy
 
 
 class Clock:

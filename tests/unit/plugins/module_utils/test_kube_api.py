@@ -11,8 +11,8 @@ import json
 
 import pytest
 
-from ansible_collections.numa.kube.plugins.module_utils import kube_api
-from ansible_collections.numa.kube.plugins.module_utils.kube_api import (
+from ansible_collections.numa.kube.plugins.module_utils.k8s import api as kube_api
+from ansible_collections.numa.kube.plugins.module_utils.k8s.api import (
     KubeApi,
     KubeApiError,
     comparable,

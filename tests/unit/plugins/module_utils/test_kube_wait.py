@@ -6,7 +6,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.numa.kube.plugins.module_utils.kube_wait import daemonset_ready, deployment_ready, pod_running
+from ansible_collections.numa.kube.plugins.module_utils.k8s.waiting import daemonset_ready, deployment_ready, pod_running
 
 
 def test_daemonset_ready():

@@ -9,7 +9,7 @@ import shlex
 
 import pytest
 
-from ansible_collections.numa.kube.plugins.module_utils.kubelet_args import (
+from ansible_collections.numa.kube.plugins.module_utils.kubelet.args import (
     KubeletArgsError,
     flag_name,
     kubelet_arg_list,

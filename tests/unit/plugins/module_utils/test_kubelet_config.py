@@ -10,7 +10,7 @@ import json
 import pytest
 import yaml
 
-from ansible_collections.numa.kube.plugins.module_utils.kubelet_config import (
+from ansible_collections.numa.kube.plugins.module_utils.kubelet.config import (
     KubeletConfigError,
     detect_format,
     dropin_document,

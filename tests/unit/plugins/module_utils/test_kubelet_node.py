@@ -11,7 +11,7 @@ import os
 
 import pytest
 
-from ansible_collections.numa.kube.plugins.module_utils.kubelet_node import (
+from ansible_collections.numa.kube.plugins.module_utils.kubelet.node import (
     DROPIN_NAME,
     KubeletNodeError,
     NodeFiles,

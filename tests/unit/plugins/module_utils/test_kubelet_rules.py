@@ -7,7 +7,7 @@ __metaclass__ = type
 
 import pytest
 
-from ansible_collections.numa.kube.plugins.module_utils.kubelet_rules import (
+from ansible_collections.numa.kube.plugins.module_utils.kubelet.rules import (
     FeatureGates,
     Settings,
     decode_problems,

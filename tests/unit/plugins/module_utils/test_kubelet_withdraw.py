@@ -9,8 +9,8 @@ __metaclass__ = type
 import pytest
 import yaml
 
-from ansible_collections.numa.kube.plugins.module_utils.applied_record import RecordError
-from ansible_collections.numa.kube.plugins.module_utils.kubelet_config import (
+from ansible_collections.numa.kube.plugins.module_utils.node.record import RecordError
+from ansible_collections.numa.kube.plugins.module_utils.kubelet.config import (
     FALLBACK_FIELDS,
     KubeletConfigError,
     check_record,
@@ -19,7 +19,7 @@ from ansible_collections.numa.kube.plugins.module_utils.kubelet_config import (
     record_present,
     without_config_dir,
 )
-from ansible_collections.numa.kube.plugins.module_utils.kubelet_node import with_config_dir
+from ansible_collections.numa.kube.plugins.module_utils.kubelet.node import with_config_dir
 
 CONFIG = "/var/lib/kubelet/config.yaml"
 DROPIN = "/etc/kubernetes/kubelet.conf.d/50-numa-kube.conf"

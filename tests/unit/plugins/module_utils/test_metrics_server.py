@@ -19,7 +19,8 @@ import pytest
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes
 
-from ansible_collections.numa.kube.plugins.module_utils import metrics_server, monitoring
+from numa_agent.metrics import server as metrics_server
+from ansible_collections.numa.kube.plugins.module_utils.stacks import monitoring
 
 METRICS = "# HELP numa_node_cpus_count x\n# TYPE numa_node_cpus_count gauge\nnuma_node_cpus_count{numa_node=\"0\"} 2\n"
 

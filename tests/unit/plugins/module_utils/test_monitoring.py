@@ -25,7 +25,9 @@ from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.x509.oid import NameOID
 
-from ansible_collections.numa.kube.plugins.module_utils import metrics_server, monitoring, numa_metrics
+from numa_agent.metrics import server as metrics_server
+from ansible_collections.numa.kube.plugins.module_utils.stacks import monitoring
+from numa_agent.metrics import numa_metrics
 from ansible_collections.numa.kube.tests.unit.plugins.module_utils.test_resource_plugin import MemoryApi, no_wait, node
 from ansible_collections.numa.kube.tests.unit.plugins.sysfs_tree import two_socket_interleaved
 

@@ -13,10 +13,10 @@ import itertools
 
 import pytest
 
-from ansible_collections.numa.kube.plugins.module_utils.kube_api import KubeApiError
+from ansible_collections.numa.kube.plugins.module_utils.k8s.api import KubeApiError
 # RFC 7386, as the API server applies application/merge-patch+json
-from ansible_collections.numa.kube.plugins.module_utils.kubelet_config import merge_patch
-from ansible_collections.numa.kube.plugins.module_utils.node_labels import (
+from ansible_collections.numa.kube.plugins.module_utils.kubelet.config import merge_patch
+from ansible_collections.numa.kube.plugins.module_utils.kubelet.labels import (
     ALIGNED_LABEL,
     ALIGNED_SELECTOR,
     MERGE_PATCH,
@@ -30,7 +30,7 @@ from ansible_collections.numa.kube.plugins.module_utils.node_labels import (
     stale_labels,
     stale_warning,
 )
-from ansible_collections.numa.kube.plugins.module_utils.resource_plugin import alignment_problems
+from ansible_collections.numa.kube.plugins.module_utils.stacks.resource_plugin import alignment_problems
 
 CPU = ("none", "static")
 MEMORY = ("None", "Static")

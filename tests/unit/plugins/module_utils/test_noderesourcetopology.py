@@ -11,10 +11,10 @@ import copy
 
 import pytest
 
-from ansible_collections.numa.kube.plugins.module_utils import kube_api
-from ansible_collections.numa.kube.plugins.module_utils import noderesourcetopology as nrt
-from ansible_collections.numa.kube.plugins.module_utils import podfingerprint
-from ansible_collections.numa.kube.plugins.module_utils.topology import SysfsReader
+from ansible_collections.numa.kube.plugins.module_utils.k8s import api as kube_api
+from ansible_collections.numa.kube.plugins.module_utils.numa import nrt
+from ansible_collections.numa.kube.plugins.module_utils.numa import podfingerprint
+from ansible_collections.numa.kube.plugins.module_utils.numa.sysfs import SysfsReader
 from ansible_collections.numa.kube.tests.unit.plugins.sysfs_tree import Machine, non_numa
 
 GI = 1024 ** 3

@@ -16,8 +16,8 @@ import json
 import os
 import random
 
-from ansible_collections.numa.kube.plugins.module_utils import noderesourcetopology as nrt
-from ansible_collections.numa.kube.plugins.module_utils import podfingerprint
+from ansible_collections.numa.kube.plugins.module_utils.numa import nrt
+from ansible_collections.numa.kube.plugins.module_utils.numa import podfingerprint
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 

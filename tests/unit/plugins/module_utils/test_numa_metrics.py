@@ -10,7 +10,7 @@ import os
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from ansible_collections.numa.kube.plugins.module_utils import numa_metrics
+from numa_agent.metrics import numa_metrics
 from ansible_collections.numa.kube.tests.unit.plugins.sysfs_tree import four_nodes_with_memory_only, two_socket_interleaved
 
 GIB = 2 ** 30
@@ -158,7 +158,7 @@ def test_label_values_are_escaped():
 
 def test_the_exporter_reads_the_topology_through_the_facts_reader(tmp_path):
     """One sysfs reader: the exporter's static topology is SysfsReader's, as topology_facts reports it."""
-    from ansible_collections.numa.kube.plugins.module_utils.topology import SysfsReader
+    from ansible_collections.numa.kube.plugins.module_utils.numa.sysfs import SysfsReader
 
     machine = four_nodes_with_memory_only()
     machine.add_pci("0000:3b:00.0", 0x020000, numa_node=3)

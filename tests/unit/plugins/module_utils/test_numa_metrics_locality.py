@@ -10,7 +10,8 @@ import os
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from ansible_collections.numa.kube.plugins.module_utils import numa_metrics, numa_metrics_locality
+from numa_agent.metrics import numa_metrics
+from numa_agent.metrics import locality as numa_metrics_locality
 from ansible_collections.numa.kube.tests.unit.plugins.sysfs_tree import two_socket_interleaved
 
 UID = "0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0"

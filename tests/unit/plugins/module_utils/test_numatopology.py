@@ -6,7 +6,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.numa.kube.plugins.module_utils import numatopology
+from ansible_collections.numa.kube.plugins.module_utils.numa import volcano_numatopology as numatopology
 
 CPUS = [{"id": i, "numa_node": i // 2, "socket": 0, "core": i} for i in range(4)]
 

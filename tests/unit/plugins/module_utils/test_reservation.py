@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from ansible_collections.numa.kube.plugins.module_utils.quantity import Quantity, parse_quantity
-from ansible_collections.numa.kube.plugins.module_utils.reservation import (
+from ansible_collections.numa.kube.plugins.module_utils.kubelet.reservation import (
     MIB,
     Requirement,
     ReservationError,

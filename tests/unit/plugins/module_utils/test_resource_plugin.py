@@ -13,8 +13,8 @@ __metaclass__ = type
 
 import pytest
 
-from ansible_collections.numa.kube.plugins.module_utils import kube_api
-from ansible_collections.numa.kube.plugins.module_utils.resource_plugin import (
+from ansible_collections.numa.kube.plugins.module_utils.k8s import api as kube_api
+from ansible_collections.numa.kube.plugins.module_utils.stacks.resource_plugin import (
     PluginError,
     alignment_problems,
     allocatable_problems,
@@ -228,13 +228,13 @@ def test_absent_removes_in_reverse_order_and_then_has_nothing_to_do():
     ({"socket_dir": "relative/dp"}, "socket_dir must be an absolute path"),
 ])
 def test_options_are_checked_before_any_request(change, words):
-    from ansible_collections.numa.kube.plugins.module_utils.resource_plugin import check_params
+    from ansible_collections.numa.kube.plugins.module_utils.stacks.resource_plugin import check_params
     with pytest.raises(PluginError, match=words):
         check_params(dict(PARAMS, **change))
 
 
 def test_every_option_problem_is_named_at_once():
-    from ansible_collections.numa.kube.plugins.module_utils.resource_plugin import check_params
+    from ansible_collections.numa.kube.plugins.module_utils.stacks.resource_plugin import check_params
     with pytest.raises(PluginError) as caught:
         check_params(dict(PARAMS, capacity=0, image=" ", namespace="-"))
     assert len(caught.value.problems) == 3

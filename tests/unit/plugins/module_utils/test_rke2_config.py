@@ -8,8 +8,8 @@ __metaclass__ = type
 import pytest
 import yaml
 
-from ansible_collections.numa.kube.plugins.module_utils.kubelet_args import kubelet_arg_list
-from ansible_collections.numa.kube.plugins.module_utils.rke2_config import (
+from ansible_collections.numa.kube.plugins.module_utils.kubelet.args import kubelet_arg_list
+from ansible_collections.numa.kube.plugins.module_utils.kubelet.rke2 import (
     Rke2ConfigError,
     config_files,
     kubelet_arg_items,

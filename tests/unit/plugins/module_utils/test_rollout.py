@@ -11,7 +11,7 @@ import os
 
 import pytest
 
-from ansible_collections.numa.kube.plugins.module_utils import rollout
+from ansible_collections.numa.kube.plugins.module_utils.node import rollout
 from ansible_collections.numa.kube.plugins.modules import rollout_state
 from ansible_collections.numa.kube.tests.unit.plugins.modules.module_runner import run
 

@@ -11,7 +11,7 @@ import pytest
 from ansible.executor.playbook_executor import PlaybookExecutor
 
 from ansible_collections.numa.kube.plugins.filter.rollout_batches import rollout_batch_problems, rollout_batches
-from ansible_collections.numa.kube.plugins.module_utils import rollout_batches as batches
+from ansible_collections.numa.kube.plugins.module_utils.node import rollout_batches as batches
 
 
 class _Inventory(object):

@@ -18,7 +18,7 @@ import tempfile
 
 import pytest
 
-from ansible_collections.numa.kube.plugins.module_utils import rollout
+from ansible_collections.numa.kube.plugins.module_utils.node import rollout
 from ansible_collections.numa.kube.plugins.modules import rollout_state
 from ansible_collections.numa.kube.tests.unit.plugins.module_utils.test_rollout import put
 from ansible_collections.numa.kube.tests.unit.plugins.modules.module_runner import run

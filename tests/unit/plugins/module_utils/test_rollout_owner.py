@@ -16,7 +16,8 @@ import time
 
 import pytest
 
-from ansible_collections.numa.kube.plugins.module_utils import rollout, rollout_owner
+from ansible_collections.numa.kube.plugins.module_utils.node import rollout
+from ansible_collections.numa.kube.plugins.module_utils.node import rollout_owner
 from ansible_collections.numa.kube.plugins.modules import rollout_state
 from ansible_collections.numa.kube.tests.unit.plugins.module_utils.test_rollout import put
 from ansible_collections.numa.kube.tests.unit.plugins.modules.module_runner import run

@@ -9,7 +9,7 @@ __metaclass__ = type
 import pytest
 
 from ansible_collections.numa.kube.plugins.module_utils.errors import ProblemsError
-from ansible_collections.numa.kube.plugins.module_utils.selector_grammar import SelectorError, label_selector_text
+from ansible_collections.numa.kube.plugins.module_utils.k8s.selectors import SelectorError, label_selector_text
 
 
 @pytest.mark.parametrize("text,canonical", [

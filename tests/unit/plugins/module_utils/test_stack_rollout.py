@@ -12,10 +12,13 @@ import threading
 
 import pytest
 
-from ansible_collections.numa.kube.plugins.module_utils import kube_api, kube_wait, monitoring, resource_plugin
-from ansible_collections.numa.kube.plugins.module_utils import volcano_stack
-from ansible_collections.numa.kube.plugins.module_utils.kube_api import KubeApi, KubeApiError
-from ansible_collections.numa.kube.plugins.module_utils.kube_wait import (
+from ansible_collections.numa.kube.plugins.module_utils.k8s import api as kube_api
+from ansible_collections.numa.kube.plugins.module_utils.k8s import waiting as kube_wait
+from ansible_collections.numa.kube.plugins.module_utils.stacks import monitoring
+from ansible_collections.numa.kube.plugins.module_utils.stacks import resource_plugin
+from ansible_collections.numa.kube.plugins.module_utils.stacks import volcano as volcano_stack
+from ansible_collections.numa.kube.plugins.module_utils.k8s.api import KubeApi, KubeApiError
+from ansible_collections.numa.kube.plugins.module_utils.k8s.waiting import (
     count_or_percent,
     daemonset_ready,
     max_unavailable,

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from ansible_collections.numa.kube.plugins.module_utils.topology import (
+from ansible_collections.numa.kube.plugins.module_utils.numa.sysfs import (
     SysfsReader,
     TopologyError,
     format_cpu_list,

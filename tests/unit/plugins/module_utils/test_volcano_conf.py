@@ -8,7 +8,7 @@ __metaclass__ = type
 
 import pytest
 
-from ansible_collections.numa.kube.plugins.module_utils import volcano_conf
+from ansible_collections.numa.kube.plugins.module_utils.stacks import volcano_conf
 from ansible_collections.numa.kube.plugins.module_utils.errors import ProblemsError
 
 # Volcano v1.14's shipped volcano-scheduler.conf (installer/helm/chart/volcano/config)

@@ -6,7 +6,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.numa.kube.plugins.module_utils import volcano_nodes
+from ansible_collections.numa.kube.plugins.module_utils.stacks import volcano_nodes
 
 GOOD = {"metadata": {"name": "w1"}, "spec": {
     "policies": {"CPUManagerPolicy": "static", "TopologyManagerPolicy": "single-numa-node"},

@@ -15,9 +15,10 @@ import hashlib
 
 import pytest
 
-from ansible_collections.numa.kube.plugins.module_utils import kube_api, volcano_stack
-from ansible_collections.numa.kube.plugins.module_utils.kube_api import KubeApiError
-from ansible_collections.numa.kube.plugins.module_utils.volcano_conf import VolcanoError
+from ansible_collections.numa.kube.plugins.module_utils.k8s import api as kube_api
+from ansible_collections.numa.kube.plugins.module_utils.stacks import volcano as volcano_stack
+from ansible_collections.numa.kube.plugins.module_utils.k8s.api import KubeApiError
+from ansible_collections.numa.kube.plugins.module_utils.stacks.volcano_conf import VolcanoError
 from ansible_collections.numa.kube.tests.unit.plugins.module_utils.test_resource_plugin import MemoryApi, no_wait
 
 MANIFEST = """\

@@ -13,7 +13,7 @@ import stat
 
 import pytest
 
-from ansible_collections.numa.kube.plugins.module_utils import kernel_cmdline as utils
+from ansible_collections.numa.kube.plugins.module_utils.node import kernel_cmdline as utils
 from ansible_collections.numa.kube.plugins.modules import kernel_cmdline
 from ansible_collections.numa.kube.tests.unit.plugins.modules.module_runner import run
 

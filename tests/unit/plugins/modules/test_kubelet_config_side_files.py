@@ -11,7 +11,7 @@ __metaclass__ = type
 import os
 import stat
 
-from ansible_collections.numa.kube.plugins.module_utils import file_update
+from ansible_collections.numa.kube.plugins.module_utils.node import file_update
 from ansible_collections.numa.kube.plugins.modules import kubelet_config
 from ansible_collections.numa.kube.tests.unit.plugins.modules.module_runner import run
 

@@ -11,7 +11,7 @@ import pytest
 
 from ansible.module_utils import basic
 
-from ansible_collections.numa.kube.plugins.module_utils.kube_api import KubeApiError
+from ansible_collections.numa.kube.plugins.module_utils.k8s.api import KubeApiError
 from ansible_collections.numa.kube.plugins.modules import node_labels
 from ansible_collections.numa.kube.tests.unit.plugins.module_utils.test_node_labels import (
     ALIGNED_LABELS,
@@ -108,7 +108,7 @@ def _yaml(path):
 
 def test_the_stacks_that_need_alignment_select_the_aligned_label_by_default_and_the_exporter_every_node():
     import yaml
-    from ansible_collections.numa.kube.plugins.module_utils.node_labels import ALIGNED_SELECTOR
+    from ansible_collections.numa.kube.plugins.module_utils.kubelet.labels import ALIGNED_SELECTOR
     from ansible_collections.numa.kube.plugins.modules import numa_resource_plugin, volcano_stack
     for module, option in ((numa_resource_plugin, "node_selector"), (volcano_stack, "publisher_node_selector")):
         assert yaml.safe_load(module.DOCUMENTATION)["options"][option]["default"] == ALIGNED_SELECTOR

@@ -1,0 +1,802 @@
+# -*- coding: utf-8 -*-
+# Copyright: numa.kube contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The Kubernetes API as the cluster-stack modules use it: one client, server-side apply with check
+mode and diff, deletes, kubelet configuration through the nodes/proxy API, and waiting.
+
+Authentication takes the options of kubernetes.core's modules (and their K8S_AUTH_* variables), so
+that a playbook passes the cluster stacks what it already passes those modules.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import copy
+import json
+import os
+import re
+import time
+
+from ansible_collections.numa.kube.plugins.module_utils.k8s.waiting import wait_progress
+
+try:
+    from concurrent.futures import ThreadPoolExecutor
+except ImportError:  # Python 2 (sanity's compile test only): calls then run one after the other
+    ThreadPoolExecutor = None
+
+try:
+    from urllib.parse import quote, unquote, urlsplit
+except ImportError:  # Python 2 (sanity's compile test only)
+    from urllib import quote, unquote  # pylint: disable=no-name-in-module
+    from urlparse import urlsplit
+
+try:
+    from urllib3.util.retry import Retry
+    from kubernetes import client as kube_client
+    from kubernetes import config as kube_config
+    from kubernetes.dynamic import DynamicClient
+    from kubernetes.dynamic.exceptions import DynamicApiError
+    HAS_KUBERNETES = True
+except ImportError:  # reported by the module through missing_required_lib
+    HAS_KUBERNETES = False
+
+    class DynamicApiError(Exception):
+        """Stands in for the client's error class when the client is missing."""
+
+
+FIELD_MANAGER = "numa.kube"
+MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
+MANAGED_BY = {MANAGED_BY_LABEL: FIELD_MANAGER}
+# which of numa.kube's stacks made an object: one stack never takes over or deletes another's
+STACK_LABEL = "numa.kube/stack"
+# kinds several stacks share (a Namespace holds the monitoring stack and Volcano by default)
+SHARED_KINDS = ("Namespace",)
+
+# Every request gives up on a server that does not accept the connection within CONNECT_TIMEOUT
+# seconds or stops answering for READ_TIMEOUT seconds (the read timeout runs between bytes, so
+# a large answer that keeps arriving is not cut). A busy server's Retry-After is honoured at
+# most RETRY_AFTER_TIMES times, and never past the task's deadline.
+CONNECT_TIMEOUT = 10
+READ_TIMEOUT = 60
+RETRY_AFTER_TIMES = 10
+MIN_REQUEST_SECONDS = 5
+DEFAULT_WAIT_TIMEOUT = 300
+MAX_WAIT_TIMEOUT = 3600
+# the hard limit of a task whose waits run while things move (wait_ceiling): a day at most
+DEFAULT_WAIT_CEILING = 3600
+MAX_WAIT_CEILING = 86400
+# lists are read LIST_PAGE objects a request (the API server's own default page for kubectl is 500);
+# a continue token that expired (410) starts the list again, at most LIST_RESTARTS times
+LIST_PAGE = 500
+LIST_RESTARTS = 3
+# a list is read in at most LIST_MAX_PAGES pages (500,000 objects at LIST_PAGE, far beyond any
+# cluster's Nodes or a stack's pods): a server that keeps handing out continue tokens is refused
+LIST_MAX_PAGES = 1000
+# with this many objects or fewer left to look at, a GET each costs less than a LIST of all
+FEW_PENDING = 10
+# calls through the API server to kubelets or pods (nodes/proxy, pods/proxy): at most PROXY_WORKERS
+# at once, each given PROXY_TIMEOUT seconds to connect and between bytes
+PROXY_WORKERS = 8
+PROXY_TIMEOUT = 10
+# ... and at most PROXY_CALL_SECONDS for the whole answer (the read timeout runs between bytes, so
+# a kubelet or pod sending a byte now and then would hold a worker for ever): the answer is read
+# in pieces, and the call ends once this much time has passed (plus at most one read timeout)
+PROXY_CALL_SECONDS = 20
+# a metadata-only list (meta.k8s.io/v1 PartialObjectMetadataList, any resource since 1.15), JSON
+# objects as the fallback for a server that does not serve it
+METADATA_ONLY = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json"
+
+# The authentication options of every cluster-stack module (kubernetes.core's names and aliases).
+AUTH_ARGUMENT_SPEC = {
+    "kubeconfig": {"type": "raw", "fallback": (lambda: os.environ.get("K8S_AUTH_KUBECONFIG"),)},
+    "context": {"type": "str", "fallback": (lambda: os.environ.get("K8S_AUTH_CONTEXT"),)},
+    "host": {"type": "str", "fallback": (lambda: os.environ.get("K8S_AUTH_HOST"),)},
+    "api_key": {"type": "str", "no_log": True, "fallback": (lambda: os.environ.get("K8S_AUTH_API_KEY"),)},
+    "validate_certs": {"type": "bool", "aliases": ["verify_ssl"]},
+    "ca_cert": {"type": "path", "aliases": ["ssl_ca_cert"]},
+    "client_cert": {"type": "path", "aliases": ["cert_file"]},
+    "client_key": {"type": "path", "aliases": ["key_file"], "no_log": False},
+    "proxy": {"type": "str"},
+    # not a connection option, but every cluster-stack module takes it the same way
+    "adopt": {"type": "bool", "default": False},
+}
+
+# The rollout and wait options of the cluster-stack modules with a DaemonSet (doc fragment
+# numa.kube.stack_rollout): the DaemonSet's maxUnavailable, the share of unavailable nodes accepted,
+# the time a wait may go without progress and the task's hard limit.
+ROLLOUT_ARGUMENT_SPEC = {
+    "max_unavailable": {"type": "raw", "default": "10%"},
+    "unavailable_nodes_allowed": {"type": "raw", "default": "5%"},
+    "wait_timeout": {"type": "int", "default": DEFAULT_WAIT_TIMEOUT},
+    "wait_ceiling": {"type": "int", "default": DEFAULT_WAIT_CEILING},
+}
+
+# apiVersion and kind -> (plural, namespaced) for what the stacks deploy; no discovery round trips.
+KINDS = {
+    ("v1", "Namespace"): ("namespaces", False),
+    ("v1", "ServiceAccount"): ("serviceaccounts", True),
+    ("v1", "ConfigMap"): ("configmaps", True),
+    ("v1", "Secret"): ("secrets", True),
+    ("v1", "Service"): ("services", True),
+    ("v1", "Node"): ("nodes", False),
+    ("v1", "Pod"): ("pods", True),
+    ("apps/v1", "DaemonSet"): ("daemonsets", True),
+    ("apps/v1", "Deployment"): ("deployments", True),
+    ("rbac.authorization.k8s.io/v1", "ClusterRole"): ("clusterroles", False),
+    ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding"): ("clusterrolebindings", False),
+    ("rbac.authorization.k8s.io/v1", "Role"): ("roles", True),
+    ("rbac.authorization.k8s.io/v1", "RoleBinding"): ("rolebindings", True),
+    ("monitoring.coreos.com/v1", "ServiceMonitor"): ("servicemonitors", True),
+    ("monitoring.coreos.com/v1", "PrometheusRule"): ("prometheusrules", True),
+    ("batch/v1", "Job"): ("jobs", True),
+    ("apiextensions.k8s.io/v1", "CustomResourceDefinition"): ("customresourcedefinitions", False),
+    ("admissionregistration.k8s.io/v1", "MutatingWebhookConfiguration"): ("mutatingwebhookconfigurations", False),
+    ("admissionregistration.k8s.io/v1", "ValidatingWebhookConfiguration"): ("validatingwebhookconfigurations", False),
+    ("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicy"): ("validatingadmissionpolicies", False),
+    ("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicyBinding"):
+        ("validatingadmissionpolicybindings", False),
+    ("nodeinfo.volcano.sh/v1alpha1", "Numatopology"): ("numatopologies", False),
+    ("topology.node.k8s.io/v1alpha2", "NodeResourceTopology"): ("noderesourcetopologies", False),
+}
+# names of these kinds are path segments, not DNS names (system:..., numa.kube:...)
+_PATH_SEGMENT_KINDS = ("ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding")
+
+# Fields the server sets that say nothing about what was asked for.
+_SERVER_METADATA = ("managedFields", "resourceVersion", "generation", "uid", "creationTimestamp", "selfLink")
+
+
+class KubeApiError(Exception):
+    """A request the API server refused or could not answer, with what was asked."""
+
+    def __init__(self, message, status=None, transient=False, deadline=False):
+        super(KubeApiError, self).__init__(message)
+        self.status = status
+        # transient: the request may well succeed if sent again (a timeout, a reset connection,
+        # 429 or a 5xx); deadline: it was not sent because the task's deadline had passed
+        self.transient = transient
+        self.deadline = deadline
+
+
+class OwnershipError(KubeApiError):
+    """An object is there that numa.kube did not make: it is not taken over unasked."""
+
+
+# --- names, namespaces and label selectors --------------------------------------------------------
+
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_LABEL_NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
+
+
+def _subdomain_ok(value):
+    return len(value) <= 253 and all(_DNS_LABEL.match(part) for part in value.split("."))
+
+
+def check_name(value, what="name", kind=None):
+    """``value`` if it may name an object (of ``kind``); KubeApiError naming the rule otherwise.
+
+    Names end up in request paths: anything else could step into another object's path."""
+    text = value if isinstance(value, str) else None
+    if kind in _PATH_SEGMENT_KINDS:
+        good = bool(text) and text not in (".", "..") and not any(c in text for c in "/%") and len(text) <= 253
+        rule = "a name without '/' or '%', not '.' or '..', at most 253 characters"
+    else:
+        good = bool(text) and _subdomain_ok(text)
+        rule = ("a DNS-1123 subdomain: lower-case letters, digits, '-' and '.', starting and ending with a "
+                "letter or digit, at most 253 characters")
+    if not good:
+        raise KubeApiError("%s %r is not a valid Kubernetes object name: it must be %s; fix the value"
+                           % (what, value, rule))
+    return value
+
+
+def check_namespace(value, what="namespace"):
+    """``value`` if it may name a namespace (a DNS-1123 label); KubeApiError otherwise."""
+    if not isinstance(value, str) or len(value) > 63 or not _DNS_LABEL.match(value):
+        raise KubeApiError("%s %r is not a valid namespace name: it must be a DNS-1123 label (lower-case "
+                           "letters, digits and '-', starting and ending with a letter or digit, at most 63 "
+                           "characters); fix the value" % (what, value))
+    return value
+
+
+def _label_key_ok(key):
+    prefix, slash, name = key.rpartition("/")
+    if slash and (not prefix or not _subdomain_ok(prefix)):
+        return False
+    return len(name) <= 63 and bool(_LABEL_NAME.match(name))
+
+
+def check_labels(mapping, what="labels"):
+    """``mapping`` if every key and value is a valid label key and value; KubeApiError otherwise."""
+    if not isinstance(mapping, dict):
+        raise KubeApiError("%s must be a mapping of label keys to values, got %r" % (what, mapping))
+    bad = []
+    for key, value in sorted(mapping.items(), key=lambda item: str(item[0])):
+        if not isinstance(key, str) or not _label_key_ok(key):
+            bad.append("key %r" % (key,))
+        if not isinstance(value, str) or len(value) > 63 or (value and not _LABEL_NAME.match(value)):
+            bad.append("value %r of %r" % (value, key))
+    if bad:
+        raise KubeApiError("%s: %s not valid: a label key is an optional DNS subdomain prefix and '/', then "
+                           "a name of at most 63 letters, digits, '-', '_' or '.' starting and ending with a "
+                           "letter or digit; a value is empty or such a name (quote values such as \"true\" "
+                           "in YAML); fix them" % (what, ", ".join(bad)))
+    return mapping
+
+
+def label_selector(mapping, what="selector"):
+    """An equality label selector (``k=v,k2=v2``) from a mapping whose keys and values are checked:
+    a value such as ``true,zone!=x`` cannot widen or change the selection."""
+    return ",".join("%s=%s" % item for item in sorted(check_labels(mapping or {}, what).items()))
+
+
+# An image reference as container runtimes read it: [host[:port]/]path[:tag][@digest]
+PATH_PART = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
+HOST = r"[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)*(?::[0-9]+)?"
+_REFERENCE = re.compile(r"^(?:%s/)?%s(?:/%s)*(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?"
+                        r"(?:@[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,})?\Z"
+                        % (HOST, PATH_PART, PATH_PART))
+SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
+
+
+def image_problem(image, what):
+    """A sentence when ``image`` is not an image reference a container runtime pulls, else None."""
+    if not isinstance(image, str) or not image:
+        return "%s is empty: it must name an image" % what
+    if re.search(r"\s", image):
+        why = "it holds whitespace"
+    elif SCHEME.match(image):
+        why = "it starts with a scheme (registries are named without https://)"
+    elif not _REFERENCE.match(image):
+        why = "it is not [registry[:port]/]repository[:tag][@digest] in lower case"
+    else:
+        return None
+    return "%s: image %r is not an image reference: %s" % (what, image, why)
+
+
+def check_image(image, option="image"):
+    """``image`` if it is an image reference; KubeApiError with image_problem's sentence otherwise."""
+    problem = image_problem(image, option)
+    if problem:
+        raise KubeApiError(problem)
+    return image
+
+
+def option_problems(params, label_options=(), more=()):
+    """What is wrong with the options every stack module shares (``name``, ``namespace``, the label
+    mappings named in ``label_options``, ``image`` when ``state`` is present) and with the ``more``
+    checks (callables raising KubeApiError): every message, so that all are fixed in one go."""
+    checks = [lambda: check_name(params["name"], "name"), lambda: check_namespace(params["namespace"])]
+    checks.extend(lambda option=option: check_labels(params.get(option) or {}, option) for option in label_options)
+    if params.get("state") == "present":
+        checks.append(lambda: check_image(params.get("image")))
+    problems = []
+    for check in checks + list(more):
+        try:
+            check()
+        except KubeApiError as exc:
+            problems.append(str(exc))
+    return problems
+
+
+def object_path(api_version, kind, name=None, namespace=None):
+    try:
+        plural, namespaced = KINDS[(api_version, kind)]
+    except KeyError:
+        raise KubeApiError("numa.kube does not manage %s %s" % (api_version, kind))
+    path = "/api/v1" if api_version == "v1" else "/apis/" + api_version
+    if namespaced:
+        if not namespace:
+            raise KubeApiError("%s %s needs a namespace" % (kind, name))
+        path += "/namespaces/" + quote(check_namespace(namespace, "the namespace of %s %s" % (kind, name)), safe="")
+    path += "/" + plural
+    if name:
+        path += "/" + quote(check_name(name, "the name of %s" % kind, kind), safe=":")
+    return path
+
+
+def owned(obj, stack=None):
+    """Whether a live object carries numa.kube's managed-by label and, given ``stack``, is that
+    stack's (a shared kind, such as a Namespace, is any numa.kube stack's)."""
+    labels = ((obj or {}).get("metadata") or {}).get("labels") or {}
+    if labels.get(MANAGED_BY_LABEL) != FIELD_MANAGER:
+        return False
+    # an object numa.kube made before its stacks were labelled names no stack: the stack that
+    # applies it again labels it
+    return (stack is None or (obj or {}).get("kind") in SHARED_KINDS or STACK_LABEL not in labels
+            or labels[STACK_LABEL] == stack)
+
+
+def manager_of(obj):
+    """Who manages a live object, in words: its managed-by label, else its field managers."""
+    meta = (obj or {}).get("metadata") or {}
+    label = (meta.get("labels") or {}).get(MANAGED_BY_LABEL)
+    if label == FIELD_MANAGER:
+        return "numa.kube's %s stack" % (meta.get("labels") or {}).get(STACK_LABEL)
+    if label:
+        return "%s=%s" % (MANAGED_BY_LABEL, label)
+    managers = sorted(set(entry.get("manager") for entry in meta.get("managedFields") or [] if entry.get("manager")))
+    return "field managers %s" % ", ".join(managers) if managers else "no managed-by label"
+
+
+def path_of(obj):
+    meta = obj.get("metadata", {})
+    return object_path(obj["apiVersion"], obj["kind"], meta.get("name"), meta.get("namespace"))
+
+
+def describe(obj):
+    meta = obj.get("metadata", {})
+    where = "%s/" % meta["namespace"] if meta.get("namespace") else ""
+    return "%s %s%s" % (obj["kind"], where, meta.get("name"))
+
+
+def comparable(obj):
+    """The object without status and server bookkeeping, Secret values hidden: what a diff shows."""
+    if obj is None:
+        return {}
+    obj = copy.deepcopy(obj)
+    obj.pop("status", None)
+    meta = obj.get("metadata", {})
+    for field in _SERVER_METADATA:
+        meta.pop(field, None)
+    if obj.get("kind") == "Secret":
+        for field in ("data", "stringData"):
+            if field in obj:
+                obj[field] = dict((key, "(hidden)") for key in obj[field])
+    return obj
+
+
+def _error_text(exc):
+    body = getattr(exc, "body", None)
+    if isinstance(body, bytes):
+        body = body.decode("utf-8", "replace")
+    try:
+        message = json.loads(body).get("message")
+    except (TypeError, ValueError, AttributeError):
+        message = None
+    return message or (body or str(exc)).strip()
+
+
+class _NoDiscovery:
+    def __init__(self, client, cache_file):
+        self.client = client
+
+
+class KubeApi:
+    """A connection to the API server, with the task's deadline and numa.kube's ownership rules."""
+
+    def __init__(self, params, clock=time.monotonic, stack=None):
+        configuration = kube_client.Configuration()
+        kubeconfig = params.get("kubeconfig")
+        context = params.get("context")
+        try:
+            if isinstance(kubeconfig, dict):
+                kube_config.load_kube_config_from_dict(kubeconfig, context=context,
+                                                       client_configuration=configuration)
+            elif kubeconfig or not params.get("host"):
+                path = os.path.expanduser(kubeconfig or os.environ.get("KUBECONFIG", "~/.kube/config").split(":")[0])
+                if kubeconfig or os.path.exists(path) or context:
+                    kube_config.load_kube_config(config_file=path, context=context,
+                                                 client_configuration=configuration)
+                else:
+                    kube_config.load_incluster_config(client_configuration=configuration)
+        except (kube_config.ConfigException, OSError, ValueError) as exc:
+            raise KubeApiError("cannot load the cluster's credentials (kubeconfig %s, context %s): %s"
+                               % ("(given as a mapping)" if isinstance(kubeconfig, dict) else kubeconfig or "default",
+                                  context or "current", exc))
+        if params.get("host"):
+            configuration.host = params["host"]
+        if params.get("api_key"):
+            configuration.api_key = {"authorization": "Bearer " + params["api_key"]}
+        if params.get("validate_certs") is not None:
+            configuration.verify_ssl = params["validate_certs"]
+        for option, field in (("ca_cert", "ssl_ca_cert"), ("client_cert", "cert_file"),
+                              ("client_key", "key_file"), ("proxy", "proxy")):
+            if params.get(option):
+                setattr(configuration, field, params[option])
+        # urllib3 may try a refused connection again, quickly; never a read that timed out (a
+        # silent server) and never a status: busy answers are request()'s to repeat, within the deadline
+        configuration.retries = Retry(total=3, connect=3, read=0, status=0, other=0, redirect=0,
+                                      backoff_factor=0.5, respect_retry_after_header=False)
+        # only its request() is used, with paths from KINDS: no discovery round trips, no cache file
+        self.client = DynamicClient(kube_client.ApiClient(configuration), discoverer=_NoDiscovery)
+        self.sleep = time.sleep
+        self.clock = clock
+        self.timeout = (CONNECT_TIMEOUT, READ_TIMEOUT)
+        # the task's hard limit: wait_ceiling where the module has it (its waits then run while
+        # things move, each failing after wait_timeout seconds without progress), else wait_timeout
+        self.limit_option = "wait_ceiling" if params.get("wait_ceiling") else "wait_timeout"
+        self.wait_timeout = params.get("wait_ceiling") or params.get("wait_timeout") or DEFAULT_WAIT_TIMEOUT
+        self.deadline = clock() + self.wait_timeout
+        self.adopt = bool(params.get("adopt"))
+        self.stack = stack
+        self.kept = []  # objects absent left alone because numa.kube did not make them
+
+    def remaining(self):
+        return self.deadline - self.clock()
+
+    def extend_deadline(self, seconds):
+        """Time beyond the deadline for undoing a failed change (never for the change itself)."""
+        self.deadline = max(self.deadline, self.clock()) + seconds
+
+    def request_timeout(self):
+        """(connect, read) seconds for the next request: the defaults, cut to what is left of the
+        task's deadline, but not below MIN_REQUEST_SECONDS (a request started just before the
+        deadline still gets its answer)."""
+        left = max(self.remaining(), MIN_REQUEST_SECONDS)
+        return (min(self.timeout[0], left), min(self.timeout[1], left))
+
+    def request(self, method, path, body=None, text=False, **params):
+        """The decoded answer (a dict; the body as a string with ``text``), None for 404 on a GET
+        or DELETE; KubeApiError otherwise. The body is decoded here: the dynamic client's own
+        decoding wants a ``kind`` (kubelet's /configz has none) and turns a log that happens to be
+        JSON into an object.
+
+        Each attempt has the connect and read timeouts. An API server that is busy or briefly unable
+        to serve (429, or a 5xx with Retry-After: max requests in flight, a timeout, etcd leader
+        change) is asked again after the seconds it names, as client-go does, at most
+        RETRY_AFTER_TIMES times and never when the wait would pass the task's deadline; every
+        request here may be repeated (GETs, server-side applies of the same object, DELETEs whose
+        404 counts as done). An answer without Retry-After is final."""
+        verb = method.upper()
+        # a wait's last look lands on the deadline itself; a request more than MIN_REQUEST_SECONDS
+        # past it belongs to a task that has run out of time
+        if self.remaining() < -MIN_REQUEST_SECONDS:
+            raise KubeApiError("%s %s was not sent: the task's deadline (%s %s s) has passed; raise %s if the "
+                               "cluster needs longer" % (verb, path, self.limit_option, self.wait_timeout,
+                                                         self.limit_option), deadline=True)
+        params.setdefault("_request_timeout", self.request_timeout())
+        total = params.pop("_total_seconds", None)
+        retried = 0
+        while True:
+            try:
+                answer = self.client.request(method, path, body=body, serialize=False, **params)
+                break
+            except DynamicApiError as exc:
+                status = getattr(exc, "status", None)
+                if status == 404 and verb in ("GET", "DELETE"):
+                    return None
+                seconds = retry_after(exc)
+                message = "%s %s: %s %s" % (verb, path, status, _error_text(exc))
+                busy = status == 429 or (isinstance(status, int) and status >= 500)
+                if seconds is None:
+                    raise KubeApiError(message, status, transient=busy)
+                if retried >= RETRY_AFTER_TIMES:
+                    raise KubeApiError("%s (the same after %d retries)" % (message, retried), status, transient=busy)
+                if self.clock() + seconds > self.deadline:
+                    raise KubeApiError("%s; the server asks to be asked again in %d s, past the task's deadline "
+                                       "(%s %s s): try later or raise it"
+                                       % (message, seconds, self.limit_option, self.wait_timeout), status)
+                retried += 1
+                self.sleep(seconds)
+            except Exception as exc:  # connection refused, TLS, timeouts: name the server
+                raise KubeApiError("%s %s on %s: %s" % (verb, path, self.client.configuration.host, exc),
+                                   transient=True)
+        data = (answer.data if total is None else self._read_within(answer, total, verb, path)).decode("utf-8", "replace")
+        if text:
+            return data
+        try:
+            decoded = json.loads(data) if data.strip() else {}
+        except ValueError:
+            raise KubeApiError("%s %s: the answer is not JSON: %.200s" % (verb, path, data))
+        if not isinstance(decoded, dict):
+            raise KubeApiError("%s %s: the answer is not a JSON object: %.200s" % (verb, path, data))
+        return decoded
+
+    def _read_within(self, answer, seconds, verb, path):
+        """The body of ``answer`` (a urllib3 response not yet read), read in pieces and given up
+        after ``seconds`` in all (a piece waits at most the read timeout)."""
+        end = self.clock() + seconds
+        read = getattr(answer, "read1", None) or answer.read
+        chunks = []
+        try:
+            while True:
+                if self.clock() > end:
+                    raise KubeApiError("%s %s: the answer was not complete after %d s (%d bytes so far); the far "
+                                       "end sends too slowly" % (verb, path, seconds, sum(len(c) for c in chunks)),
+                                       transient=True)
+                try:
+                    chunk = read(65536)
+                except Exception as exc:  # a read timeout, a reset: name the server
+                    raise KubeApiError("%s %s on %s: %s" % (verb, path, self.client.configuration.host, exc),
+                                       transient=True)
+                if not chunk:
+                    return b"".join(chunks)
+                chunks.append(chunk)
+        finally:
+            release = getattr(answer, "release_conn", None)
+            if release:
+                release()
+
+    def get(self, path, **params):
+        return self.request("GET", path, **params)
+
+    def claim(self, objects):
+        """Refuse, before anything is applied, when any of ``objects`` exists without numa.kube's
+        label (unless the task adopts): OwnershipError naming each and its manager."""
+        if self.adopt:
+            return
+        foreign = []
+        for obj in objects:
+            live = self.get(path_of(obj))
+            if live is not None and not owned(live, self.stack):
+                foreign.append("%s (%s)" % (describe(obj), manager_of(live)))
+        if foreign:
+            raise OwnershipError("%s exist%s and numa.kube did not make %s: nothing was changed. Choose another name "
+                                 "or namespace, remove %s, or set adopt: true to let numa.kube take %s over"
+                                 % (", ".join(foreign), "s" if len(foreign) == 1 else "",
+                                    "it" if len(foreign) == 1 else "them", "it" if len(foreign) == 1 else "them",
+                                    "it" if len(foreign) == 1 else "them"))
+
+    def apply(self, obj, check_mode=False):
+        """Server-side apply as numa.kube; (changed, before, after) with before/after comparable.
+
+        The object gets numa.kube's managed-by label. An object already there without it is
+        someone else's: OwnershipError names it and its manager, unless the task adopts
+        (``adopt``). Conflicting fields are taken over (forced) only on objects numa.kube owns or
+        adopts; on any other the API server's conflict error stands."""
+        obj = copy.deepcopy(obj)
+        meta = obj.setdefault("metadata", {})
+        meta["labels"] = dict(meta.get("labels") or {}, **MANAGED_BY)
+        if self.stack:
+            meta["labels"][STACK_LABEL] = self.stack
+        path = path_of(obj)
+        before = self.get(path)
+        if before is not None and not owned(before, self.stack) and not self.adopt:
+            raise OwnershipError("%s exists and numa.kube did not make it (%s): nothing was changed. Choose "
+                                 "another name or namespace, remove it, or set adopt: true to let numa.kube "
+                                 "take it over" % (describe(obj), manager_of(before)))
+        params = {"content_type": "application/apply-patch+yaml", "field_manager": FIELD_MANAGER,
+                  "force_conflicts": True}
+        if check_mode:
+            params["dry_run"] = "All"
+        after = self.request("PATCH", path, body=obj, **params)
+        if before is None:
+            changed = True
+        elif check_mode:
+            changed = comparable(before) != comparable(after)
+        else:
+            # the server also stores an apply that only reorders managedFields (another manager's
+            # status write came in between: kubernetes#88031), moving resourceVersion; what was
+            # asked for is unchanged then
+            changed = (before["metadata"]["resourceVersion"] != after["metadata"]["resourceVersion"]
+                       and comparable(before) != comparable(after))
+        return changed, comparable(before), comparable(after)
+
+    def delete(self, obj, check_mode=False):
+        """Delete if present and numa.kube's (its dependents go in the background); (changed, before).
+
+        An object without numa.kube's managed-by label is left alone and named in ``kept``."""
+        path = path_of(obj)
+        before = self.get(path)
+        if before is not None and not owned(before, self.stack):
+            self.kept.append("%s (%s)" % (describe(obj), manager_of(before)))
+            return False, comparable(before)
+        if before is None or check_mode:
+            return before is not None, comparable(before)
+        self.request("DELETE", path, propagation_policy="Background")
+        return True, comparable(before)
+
+    def list(self, path, page=LIST_PAGE, **params):
+        """Every item at ``path`` (a collection), read ``page`` at a time with limit and continue.
+        A continue token the server no longer holds (410 Expired: its snapshot left etcd's
+        compaction window) starts the list again from the first page, as client-go's pager falls
+        back to a full list, at most LIST_RESTARTS times."""
+        for restart in range(LIST_RESTARTS + 1):
+            items, token, seen = [], None, set()
+            try:
+                while True:
+                    query = dict(params, limit=page)
+                    if token:
+                        query["_continue"] = token
+                    answer = self.get(path, **query) or {}
+                    items.extend(answer.get("items") or [])
+                    token = (answer.get("metadata") or {}).get("continue")
+                    if not token:
+                        return items
+                    if token in seen or len(seen) + 1 >= LIST_MAX_PAGES:
+                        raise KubeApiError(
+                            "GET %s: the API server keeps returning continue tokens (%s after %d pages of %d): a "
+                            "list never ends this way; check the API server, or a proxy in front of it, with "
+                            "kubectl get --raw '%s?limit=%d' (its metadata.continue must end)"
+                            % (path, "the same token again" if token in seen else "still one",
+                               len(seen) + 1, page, path, page))
+                    seen.add(token)
+            except KubeApiError as exc:
+                if exc.status != 410 or not token or restart == LIST_RESTARTS:
+                    raise
+        return items  # not reached
+
+    def nodes(self, selector=None):
+        """The Nodes matching a label selector mapping (every Node for an empty one), by name."""
+        params = {}
+        if selector:
+            params["label_selector"] = label_selector(selector, "node_selector")
+        return sorted(self.list("/api/v1/nodes", **params), key=lambda node: node["metadata"]["name"])
+
+    def named(self, list_path, names, metadata_only=False, **params):
+        """{name: the object or None} for ``names`` among the cluster-scoped objects at
+        ``list_path``: a GET each when FEW_PENDING or fewer are asked for, else one (paged) list."""
+        if len(names) <= FEW_PENDING:
+            return dict((name, self.get("%s/%s" % (list_path, quote(check_name(name, "name"), safe=""))))
+                        for name in names)
+        if metadata_only:
+            params["header_params"] = {"Accept": METADATA_ONLY}
+        found = dict((item["metadata"]["name"], item) for item in self.list(list_path, **params))
+        return dict((name, found.get(name)) for name in names)
+
+    def kubelet_config(self, node):
+        """The configuration the node's kubelet runs with (its /configz, through the API server)."""
+        answer = self.get("/api/v1/nodes/%s/proxy/configz" % quote(check_name(node, "node name"), safe=""),
+                          _request_timeout=self.proxy_timeout(), _total_seconds=PROXY_CALL_SECONDS)
+        if not isinstance(answer, dict) or "kubeletconfig" not in answer:
+            raise KubeApiError("the kubelet of %s answered /configz without a kubeletconfig: %r" % (node, answer))
+        return answer["kubeletconfig"]
+
+    def proxy_timeout(self):
+        """(connect, read) seconds for a call through the API server to a kubelet or a pod."""
+        connect_seconds, read_seconds = self.request_timeout()
+        return (min(connect_seconds, PROXY_TIMEOUT), min(read_seconds, PROXY_TIMEOUT))
+
+    def wait_for(self, check, timeout=None, interval=2.0, progress=None):
+        """As the module-level wait_for, never past the task's deadline. With ``progress`` (a
+        function of check's value, higher when further along) ``timeout`` is the time without
+        progress after which the wait fails, and the task's deadline its hard limit."""
+        if progress is not None:
+            stall = DEFAULT_WAIT_TIMEOUT if timeout is None else timeout
+            # a request that may well succeed if sent again (a timeout, a reset connection, a 5xx
+            # during an API server failover) is a round without progress, not the end of a wait
+            # that moves; a refusal (403, 404 of the object's collection...) ends it
+            return wait_progress(check, stall, max(self.remaining(), 0), progress, interval,
+                                 clock=self.clock, sleep=self.sleep,
+                                 transient=lambda exc: getattr(exc, "transient", False))
+        limit = self.remaining() if timeout is None else min(timeout, self.remaining())
+        return wait_for(check, max(limit, 0), interval, clock=self.clock, sleep=self.sleep)
+
+
+def bounded_map(function, items, workers=PROXY_WORKERS, stop=None):
+    """{item: (function(item), None) or (None, the KubeApiError it raised)} with at most
+    ``workers`` calls at once (each call bounds its own time: requests carry their timeouts).
+    Once ``stop()`` is true (the task's deadline passed) the items not yet called are not: each
+    gets a KubeApiError with ``deadline`` set, so the caller tells them from answers."""
+    def call(item):
+        if stop is not None and stop():
+            return item, (None, KubeApiError("not asked: the task's deadline had passed", deadline=True))
+        try:
+            return item, (function(item), None)
+        except KubeApiError as exc:
+            return item, (None, exc)
+
+    items = list(items)
+    if ThreadPoolExecutor is None or len(items) <= 1 or workers <= 1:
+        return dict(call(item) for item in items)
+    with ThreadPoolExecutor(max_workers=min(workers, len(items))) as pool:
+        return dict(pool.map(call, items))
+
+
+def retry_after(exc):
+    """The seconds a 429, or a 5xx carrying Retry-After, asks to wait (client-go's rule: whole
+    seconds only); None for any other answer."""
+    status = getattr(exc, "status", None)
+    if status != 429 and not (isinstance(status, int) and 500 <= status <= 599):
+        return None
+    headers = getattr(exc, "headers", None) or {}
+    for key, value in headers.items():
+        if key.lower() == "retry-after":
+            value = str(value).strip()
+            return int(value) if value.isdigit() else None
+    return None
+
+
+def wait_for(check, timeout, interval=2.0, clock=time.monotonic, sleep=time.sleep):
+    """Call ``check`` (which returns (done, value)) until done or ``timeout`` seconds pass;
+    returns (done, the last value, seconds waited)."""
+    started = clock()
+    while True:
+        done, value = check()
+        waited = clock() - started
+        if done or waited >= timeout:
+            return done, value, waited
+        sleep(min(interval, max(timeout - waited, 0.1)))
+
+
+# --- what every cluster-stack module does first ---------------------------------------------------
+
+_SECRET_KEYS = ("token", "password", "key-data", "secret", "credential", "config")
+
+
+def _masked(value):
+    # Ansible masks a no_log value wherever it appears as a substring: a value of one or two
+    # characters would blot out every message, so only real credentials are listed
+    return isinstance(value, str) and len(value) >= 3
+
+
+def secret_values(params):
+    """Credentials inside the options that Ansible's no_log cannot see: in a kubeconfig given as a
+    mapping, every value under a key that names a secret (token, password, client-key-data,
+    an auth provider's config), an exec plugin's environment values and the argument after (or
+    in) an argument that names a secret; a proxy URL's password."""
+    found = []
+
+    def walk(value, secret=False):
+        if isinstance(value, dict):
+            for key, item in value.items():
+                words = str(key).lower()
+                if words == "exec" and isinstance(item, dict):
+                    walk_exec(item)
+                    continue
+                walk(item, secret or any(word in words for word in _SECRET_KEYS))
+        elif isinstance(value, list):
+            for item in value:
+                walk(item, secret)
+        elif secret and _masked(value):
+            found.append(value)
+
+    def walk_exec(plugin):
+        for entry in plugin.get("env") or []:
+            if isinstance(entry, dict) and _masked(entry.get("value")):
+                found.append(entry["value"])
+        args = [arg for arg in plugin.get("args") or [] if isinstance(arg, str)]
+        for number, arg in enumerate(args):
+            if not any(word in arg.lower() for word in _SECRET_KEYS):
+                continue
+            flag, equals, value = arg.partition("=")
+            if equals and _masked(value):
+                found.append(value)
+            elif not equals and number + 1 < len(args) and _masked(args[number + 1]):
+                found.append(args[number + 1])
+
+    kubeconfig = params.get("kubeconfig")
+    if isinstance(kubeconfig, dict):
+        walk(kubeconfig)
+    proxy = params.get("proxy")
+    if proxy:
+        try:
+            password = urlsplit(proxy).password
+        except ValueError:
+            password = None
+        if password:
+            found.extend([password, unquote(password)])
+    return found
+
+
+def stack_module(**kwargs):
+    """The AnsibleModule of a cluster-stack module, which masks the credentials inside its options
+    before it logs its invocation (syslog, the journal) as well as in its results."""
+    from ansible.module_utils.basic import AnsibleModule
+
+    class StackModule(AnsibleModule):
+        def _log_invocation(self):
+            for value in secret_values(self.params):
+                self.no_log_values.add(value)
+            super(StackModule, self)._log_invocation()
+
+    return StackModule(**kwargs)
+
+
+def connect(module, stack=None):
+    """The API connection of a cluster-stack module (``stack``: which of numa.kube's stacks it
+    manages): credentials kept out of its results, the shared bounds checked (failing the task,
+    before any request, naming value and rule)."""
+    if not HAS_KUBERNETES:
+        from ansible.module_utils.basic import missing_required_lib
+        module.fail_json(msg=missing_required_lib("kubernetes"))
+    for value in secret_values(module.params):
+        module.no_log_values.add(value)
+    timeout = module.params.get("wait_timeout")
+    ceiling = module.params.get("wait_ceiling")
+    if timeout is not None and not 1 <= timeout <= MAX_WAIT_TIMEOUT:
+        module.fail_json(msg="wait_timeout must be between 1 and %d seconds (%s), got %s"
+                             % (MAX_WAIT_TIMEOUT, "how long a wait may go without progress" if "wait_ceiling"
+                                in module.params else "it bounds the whole task", timeout))
+    if ceiling is not None and not 1 <= ceiling <= MAX_WAIT_CEILING:
+        module.fail_json(msg="wait_ceiling must be between 1 and %d seconds (the hard limit of the whole task, "
+                             "however its waits move), got %s" % (MAX_WAIT_CEILING, ceiling))
+    if ceiling is not None and timeout is not None and ceiling < timeout:
+        module.fail_json(msg="wait_ceiling (%s s, the hard limit of the whole task) is below wait_timeout (%s s, "
+                             "how long one wait may go without progress): no wait could ever use its wait_timeout; "
+                             "raise wait_ceiling to at least %s or lower wait_timeout" % (ceiling, timeout, timeout))
+    try:
+        return KubeApi(module.params, stack=stack)
+    except KubeApiError as exc:
+        module.fail_json(msg=str(exc))
