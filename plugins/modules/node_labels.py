@@ -136,13 +136,9 @@ aligned:
   sample: true
 """
 
-from ansible_collections.numa.kube.plugins.module_utils.k8s.api import (
-    AUTH_ARGUMENT_SPEC,
-    DEFAULT_WAIT_TIMEOUT,
-    KubeApiError,
-    connect,
-    stack_module,
-)
+from ansible_collections.numa.kube.plugins.module_utils.k8s.client import DEFAULT_WAIT_TIMEOUT
+from ansible_collections.numa.kube.plugins.module_utils.k8s.objects import KubeApiError
+from ansible_collections.numa.kube.plugins.module_utils.k8s.runner import AUTH_ARGUMENT_SPEC, connect, stack_module
 from ansible_collections.numa.kube.plugins.module_utils.kubelet.labels import (
     NodeLabelsError,
     run,

@@ -295,10 +295,10 @@ rollout_seconds:
   sample: 12.5
 """
 
-from ansible_collections.numa.kube.plugins.module_utils.k8s.api import (
+from ansible_collections.numa.kube.plugins.module_utils.k8s.objects import KubeApiError
+from ansible_collections.numa.kube.plugins.module_utils.k8s.runner import (
     AUTH_ARGUMENT_SPEC,
     ROLLOUT_ARGUMENT_SPEC,
-    KubeApiError,
     connect,
     stack_module,
 )

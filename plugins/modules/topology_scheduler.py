@@ -334,10 +334,10 @@ wait_seconds:
 
 from ansible.module_utils.basic import missing_required_lib
 
-from ansible_collections.numa.kube.plugins.module_utils.k8s.api import (
+from ansible_collections.numa.kube.plugins.module_utils.k8s.objects import KubeApiError
+from ansible_collections.numa.kube.plugins.module_utils.k8s.runner import (
     AUTH_ARGUMENT_SPEC,
     ROLLOUT_ARGUMENT_SPEC,
-    KubeApiError,
     connect,
     stack_module,
 )

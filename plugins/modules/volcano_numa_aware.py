@@ -195,12 +195,8 @@ import time
 
 from ansible.module_utils.basic import missing_required_lib
 
-from ansible_collections.numa.kube.plugins.module_utils.k8s.api import (
-    AUTH_ARGUMENT_SPEC,
-    KubeApiError,
-    connect,
-    stack_module,
-)
+from ansible_collections.numa.kube.plugins.module_utils.k8s.objects import KubeApiError
+from ansible_collections.numa.kube.plugins.module_utils.k8s.runner import AUTH_ARGUMENT_SPEC, connect, stack_module
 from ansible_collections.numa.kube.plugins.module_utils.stacks.volcano_conf import HAS_YAML, VolcanoError
 from ansible_collections.numa.kube.plugins.module_utils.stacks.volcano_numa_aware import run
 

@@ -19,10 +19,10 @@ import hashlib
 import pytest
 import yaml
 
-from ansible_collections.numa.kube.plugins.module_utils.k8s import api as kube_api
+from ansible_collections.numa.kube.plugins.module_utils.k8s import objects as k8s_objects
 from ansible_collections.numa.kube.plugins.module_utils.numa import nrt as noderesourcetopology
 from ansible_collections.numa.kube.plugins.module_utils.stacks import nrt_scheduler as ts
-from ansible_collections.numa.kube.plugins.module_utils.k8s.api import (
+from ansible_collections.numa.kube.plugins.module_utils.k8s.objects import (
     MANAGED_BY_LABEL,
     STACK_LABEL,
     OwnershipError,
@@ -133,9 +133,9 @@ def topology(name, zones=2, labels=None, meta=None):
 
 
 class Cluster(object):
-    """The API as the module sees it, with kube_api's ownership rules (numa.kube's labels and the
+    """The API as the module sees it, with the ownership rules of k8s.objects (numa.kube's labels and the
     stack's on what it applies, refusals and ``kept`` for others' objects, ``adopt``: a delete
-    goes by the label alone, as kube_api's does), CRDs Established once applied, Deployments
+    goes by the label alone, as k8s.client's does), CRDs Established once applied, Deployments
     available, the API server's own ClusterRoles (``system``), and a DaemonSet that covers the
     Nodes its template's nodeSelector and node affinity admit and, like the node agent, writes
     their NodeResourceTopology (never one noderesourcetopology.is_ours refuses)."""
@@ -159,7 +159,7 @@ class Cluster(object):
     def changes(self):
         return [c for c in self.calls if c[0] in ("apply", "delete") and not c[2]]
 
-    # kube_api.KubeApi's methods the module uses
+    # the methods of k8s.client.KubeApi the module uses
     def nodes(self, selector=None):
         self.calls.append(("nodes", selector))
         return [n for n in self.node_list if all(n["metadata"]["labels"].get(k) == v for k, v in (selector or {}).items())]
@@ -807,7 +807,7 @@ def test_every_problem_is_named_at_once_and_zero_turns_the_cache_off(crd_file):
 
 
 def test_the_nrt_kind_is_one_requests_can_name():
-    assert kube_api.object_path("topology.node.k8s.io/v1alpha2", "NodeResourceTopology", "w1") == NRT_LIST + "/w1"
+    assert k8s_objects.object_path("topology.node.k8s.io/v1alpha2", "NodeResourceTopology", "w1") == NRT_LIST + "/w1"
 
 
 # --- the module around run() ---------------------------------------------------------------------------

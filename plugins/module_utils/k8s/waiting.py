@@ -313,3 +313,15 @@ def wait_pending(names, prove, wait_for, stall):
 
     outcome = wait_for(check, stall, progress=lambda value: value[0])
     return WaitOutcome(outcome[0], outcome[1][1], outcome[2], getattr(outcome, "reason", "done"))
+
+
+def wait_for(check, timeout, interval=2.0, clock=time.monotonic, sleep=time.sleep):
+    """Call ``check`` (which returns (done, value)) until done or ``timeout`` seconds pass;
+    returns (done, the last value, seconds waited)."""
+    started = clock()
+    while True:
+        done, value = check()
+        waited = clock() - started
+        if done or waited >= timeout:
+            return done, value, waited
+        sleep(min(interval, max(timeout - waited, 0.1)))

@@ -18,7 +18,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.numa.kube.plugins.module_utils.k8s.api import (
+from ansible_collections.numa.kube.plugins.module_utils.k8s.objects import (
     FIELD_MANAGER,
     KubeApiError,
     check_labels,

@@ -94,7 +94,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 from ansible_collections.numa.kube.plugins.module_utils.numa import podfingerprint
-from ansible_collections.numa.kube.plugins.module_utils.k8s.api import FIELD_MANAGER
+from ansible_collections.numa.kube.plugins.module_utils.k8s.objects import FIELD_MANAGER
 from ansible_collections.numa.kube.plugins.module_utils.quantity import bytes_quantity
 
 NRT_API = "topology.node.k8s.io/v1alpha2"

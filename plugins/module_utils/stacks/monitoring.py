@@ -23,10 +23,9 @@ import json
 import re
 import time
 
-from ansible_collections.numa.kube.plugins.module_utils.k8s.api import (
-    PROXY_CALL_SECONDS,
+from ansible_collections.numa.kube.plugins.module_utils.k8s.client import PROXY_CALL_SECONDS, bounded_map
+from ansible_collections.numa.kube.plugins.module_utils.k8s.objects import (
     KubeApiError,
-    bounded_map,
     check_name,
     check_namespace,
     comparable,

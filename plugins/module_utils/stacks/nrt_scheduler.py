@@ -43,9 +43,9 @@ import re
 from ansible_collections.numa.kube.plugins.module_utils.stacks import publisher as node_publisher
 from ansible_collections.numa.kube.plugins.module_utils.numa import nrt as noderesourcetopology
 from ansible_collections.numa.kube.plugins.module_utils.errors import ProblemsError
-from ansible_collections.numa.kube.plugins.module_utils.k8s.api import (
+from ansible_collections.numa.kube.plugins.module_utils.k8s.client import LIST_PAGE
+from ansible_collections.numa.kube.plugins.module_utils.k8s.objects import (
     FIELD_MANAGER,
-    LIST_PAGE,
     MANAGED_BY,
     MANAGED_BY_LABEL,
     KubeApiError,

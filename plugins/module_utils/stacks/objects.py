@@ -14,7 +14,7 @@ import copy
 import hashlib
 import json
 
-from ansible_collections.numa.kube.plugins.module_utils.k8s.api import (
+from ansible_collections.numa.kube.plugins.module_utils.k8s.objects import (
     KINDS,
     check_name,
     check_namespace,

@@ -14,8 +14,8 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.numa.kube.plugins.module_utils.k8s.api import (
-    bounded_map,
+from ansible_collections.numa.kube.plugins.module_utils.k8s.client import bounded_map
+from ansible_collections.numa.kube.plugins.module_utils.k8s.objects import (
     check_namespace,
     label_selector,
     option_problems,

@@ -33,7 +33,7 @@ import time
 
 from ansible_collections.numa.kube.plugins.module_utils.stacks import publisher as node_publisher
 from ansible_collections.numa.kube.plugins.module_utils.stacks import objects as stack_objects
-from ansible_collections.numa.kube.plugins.module_utils.k8s.api import (
+from ansible_collections.numa.kube.plugins.module_utils.k8s.objects import (
     HOST,
     KINDS,
     PATH_PART,

@@ -23,8 +23,8 @@ __metaclass__ = type
 
 import re
 
-from ansible_collections.numa.kube.plugins.module_utils.k8s import api as kube_api
-from ansible_collections.numa.kube.plugins.module_utils.k8s.api import KubeApiError
+from ansible_collections.numa.kube.plugins.module_utils.k8s import objects as k8s_objects
+from ansible_collections.numa.kube.plugins.module_utils.k8s.objects import KubeApiError
 from ansible_collections.numa.kube.plugins.module_utils.k8s.waiting import deployment_ready, pod_running
 from ansible_collections.numa.kube.plugins.module_utils.k8s.selectors import SelectorError, label_selector_text
 from ansible_collections.numa.kube.plugins.module_utils.stacks.volcano_conf import (
@@ -63,7 +63,7 @@ def scheduler_selector(value):
     """The scheduler_selector option (a mapping of labels, or selector text) as selector text."""
     try:
         if isinstance(value, dict):
-            return kube_api.label_selector(value)
+            return k8s_objects.label_selector(value)
         return label_selector_text(value, "scheduler_selector")
     except (KubeApiError, SelectorError) as exc:
         raise VolcanoError("%s; nothing was changed" % exc)
@@ -73,11 +73,11 @@ def checked(params):
     """The module's parameters, each checked before anything is read or written; the scheduler
     selector in its canonical text form. VolcanoError naming the first wrong value otherwise."""
     try:
-        kube_api.check_namespace(params["namespace"])
-        kube_api.check_name(params["configmap"], "configmap")
+        k8s_objects.check_namespace(params["namespace"])
+        k8s_objects.check_name(params["configmap"], "configmap")
         if params["activation"] == "restart":
-            kube_api.check_name(params["scheduler_deployment"], "scheduler_deployment")
-        kube_api.check_labels(params.get("node_selector") or {}, "node_selector")
+            k8s_objects.check_name(params["scheduler_deployment"], "scheduler_deployment")
+        k8s_objects.check_labels(params.get("node_selector") or {}, "node_selector")
     except KubeApiError as exc:
         raise VolcanoError("%s; nothing was changed" % exc)
     check_weight(params["weight"])

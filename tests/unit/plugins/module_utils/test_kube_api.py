@@ -11,16 +11,17 @@ import json
 
 import pytest
 
-from ansible_collections.numa.kube.plugins.module_utils.k8s import api as kube_api
-from ansible_collections.numa.kube.plugins.module_utils.k8s.api import (
-    KubeApi,
+from ansible_collections.numa.kube.plugins.module_utils.k8s import objects as k8s_objects
+from ansible_collections.numa.kube.plugins.module_utils.k8s import runner as k8s_runner
+from ansible_collections.numa.kube.plugins.module_utils.k8s.client import KubeApi
+from ansible_collections.numa.kube.plugins.module_utils.k8s.objects import (
     KubeApiError,
     comparable,
     describe,
     object_path,
     path_of,
-    wait_for,
 )
+from ansible_collections.numa.kube.plugins.module_utils.k8s.waiting import wait_for
 
 
 def test_paths_of_core_and_group_kinds():
@@ -192,7 +193,7 @@ def test_an_object_numa_kube_did_not_make_is_neither_taken_over_nor_deleted(http
     api, routes, hits = http_api
     path = "/apis/apps/v1/namespaces/kube-system/daemonsets/kube-proxy"
     routes[path] = FOREIGN
-    with pytest.raises(kube_api.OwnershipError, match=r"DaemonSet kube-system/kube-proxy exists and numa.kube did "
+    with pytest.raises(k8s_objects.OwnershipError, match=r"DaemonSet kube-system/kube-proxy exists and numa.kube did "
                                                       r"not make it \(field managers kubeadm\): nothing was changed.*"
                                                       r"set adopt: true"):
         api.apply(PROXY_DS)
@@ -251,10 +252,10 @@ def test_rbac_names_may_hold_colons_but_never_slashes():
 
 
 def test_label_selectors_are_built_from_checked_keys_and_values():
-    assert kube_api.label_selector({"b": "2", "example.com/a": ""}) == "b=2,example.com/a="
+    assert k8s_objects.label_selector({"b": "2", "example.com/a": ""}) == "b=2,example.com/a="
     for bad in ({"zone": "true,zone!=x"}, {"a b": "c"}, {"k": True}, {"/k": "v"}, {"k": "x" * 64}):
         with pytest.raises(KubeApiError, match="not valid: a label key"):
-            kube_api.label_selector(bad, "node_selector")
+            k8s_objects.label_selector(bad, "node_selector")
 
 
 def test_a_silent_server_ends_the_request_at_the_read_timeout():
@@ -298,10 +299,10 @@ def test_credentials_inside_options_are_found_for_masking():
     kubeconfig = {"users": [{"name": "u", "user": {"token": "sekret-token", "client-key-data": "S0VZ",
                                                    "exec": {"env": [{"name": "X", "value": "env-secret"}]}}}],
                   "clusters": [{"name": "c", "cluster": {"server": "https://api.example:6443"}}]}
-    found = kube_api.secret_values({"kubeconfig": kubeconfig, "proxy": "http://me:pa%24s@proxy.example:3128"})
+    found = k8s_runner.secret_values({"kubeconfig": kubeconfig, "proxy": "http://me:pa%24s@proxy.example:3128"})
     assert {"sekret-token", "S0VZ", "env-secret", "pa$s", "pa%24s"} <= set(found)
     assert "https://api.example:6443" not in found and "u" not in found
-    assert kube_api.secret_values({"kubeconfig": "/path", "proxy": None}) == []
+    assert k8s_runner.secret_values({"kubeconfig": "/path", "proxy": None}) == []
 
 
 def test_connect_checks_the_shared_bounds_before_any_request():
@@ -314,9 +315,9 @@ def test_connect_checks_the_shared_bounds_before_any_request():
 
     for value in (0, -5, 3601):
         with pytest.raises(RuntimeError, match="wait_timeout must be between 1 and 3600 seconds .* got %d" % value):
-            kube_api.connect(Module({"wait_timeout": value, "host": "http://127.0.0.1:9"}))
+            k8s_runner.connect(Module({"wait_timeout": value, "host": "http://127.0.0.1:9"}))
     module = Module({"wait_timeout": 5, "host": "http://127.0.0.1:9", "proxy": "http://u:hidden@p:1"})
-    assert kube_api.connect(module).deadline > 0
+    assert k8s_runner.connect(module).deadline > 0
     assert "hidden" in module.no_log_values
 
 
@@ -328,7 +329,7 @@ def test_claim_names_every_foreign_object_before_anything_is_applied(http_api):
              '"Helm"}}}')
     configmap = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "kube-proxy", "namespace": "kube-system"}}
     account = {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "kube-proxy", "namespace": "kube-system"}}
-    with pytest.raises(kube_api.OwnershipError, match=r"^ConfigMap kube-system/kube-proxy \(app.kubernetes.io/"
+    with pytest.raises(k8s_objects.OwnershipError, match=r"^ConfigMap kube-system/kube-proxy \(app.kubernetes.io/"
                                                       r"managed-by=Helm\), DaemonSet kube-system/kube-proxy \(field "
                                                       r"managers kubeadm\) exist and numa.kube did not make them"):
         api.claim([account, configmap, PROXY_DS])
@@ -349,7 +350,7 @@ def test_one_numa_kube_stack_never_takes_over_or_deletes_another_stacks_objects(
                          '"numa.kube/stack": "numa-monitoring"}}}')
     daemonset = {"apiVersion": "apps/v1", "kind": "DaemonSet",
                  "metadata": {"name": "numa-exporter", "namespace": "volcano-system"}}
-    with pytest.raises(kube_api.OwnershipError, match=r"\(numa.kube's numa-monitoring stack\)"):
+    with pytest.raises(k8s_objects.OwnershipError, match=r"\(numa.kube's numa-monitoring stack\)"):
         api.claim([daemonset])
     assert api.delete(daemonset)[0] is False and api.kept == [
         "DaemonSet volcano-system/numa-exporter (numa.kube's numa-monitoring stack)"]
@@ -398,7 +399,7 @@ def test_kubeconfig_credentials_are_masked_and_ordinary_values_are_not():
         "exec": {"command": "aws", "args": ["--cluster-name", "volcano", "--secret-key", "XYZ1", "--token=T0KEN"],
                  "env": [{"name": "AWS_SECRET", "value": "ENVSECRET"}, {"name": "DEBUG", "value": "0"}]}}}],
         "contexts": [{"name": "c", "context": {"user": "admin", "namespace": "volcano-system"}}]}
-    found = set(kube_api.secret_values({"kubeconfig": kubeconfig}))
+    found = set(k8s_runner.secret_values({"kubeconfig": kubeconfig}))
     assert {"abc", "ID-TOKEN", "XYZ1", "T0KEN", "ENVSECRET"} <= found
     assert not {"admin", "aws", "volcano", "0", "volcano-system", "--secret-key", "oidc"} & found, found
 
@@ -429,7 +430,7 @@ def test_stack_modules_mask_credentials_before_logging_their_invocation(monkeypa
     from ansible.module_utils.common.text.converters import to_bytes
     args = {"ANSIBLE_MODULE_ARGS": {"kubeconfig": {"users": [{"name": "u", "user": {"token": "SUPERSECRETTOKEN"}}]}}}
     monkeypatch.setattr(basic, "_ANSIBLE_ARGS", to_bytes(json_module.dumps(args)))
-    module = kube_api.stack_module(argument_spec={"kubeconfig": {"type": "raw"}})
+    module = k8s_runner.stack_module(argument_spec={"kubeconfig": {"type": "raw"}})
     assert "SUPERSECRETTOKEN" in module.no_log_values
     assert logged and not any("SUPERSECRETTOKEN" in line for line in logged), logged
 

@@ -13,7 +13,7 @@ import itertools
 
 import pytest
 
-from ansible_collections.numa.kube.plugins.module_utils.k8s.api import KubeApiError
+from ansible_collections.numa.kube.plugins.module_utils.k8s.objects import KubeApiError
 # RFC 7386, as the API server applies application/merge-patch+json
 from ansible_collections.numa.kube.plugins.module_utils.kubelet.config import merge_patch
 from ansible_collections.numa.kube.plugins.module_utils.kubelet.labels import (

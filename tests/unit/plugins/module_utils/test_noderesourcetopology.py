@@ -11,7 +11,7 @@ import copy
 
 import pytest
 
-from ansible_collections.numa.kube.plugins.module_utils.k8s import api as kube_api
+from ansible_collections.numa.kube.plugins.module_utils.k8s import objects as k8s_objects
 from ansible_collections.numa.kube.plugins.module_utils.numa import nrt
 from ansible_collections.numa.kube.plugins.module_utils.numa import podfingerprint
 from ansible_collections.numa.kube.plugins.module_utils.numa.sysfs import SysfsReader
@@ -261,7 +261,7 @@ def test_ownership_is_the_label_and_no_other_writer_of_zones_or_attributes():
             "labelled numa.kube's, but its managedFields show nfd-topology-updater writing its zones or attributes")
     assert nrt.foreign_reason({"metadata": {"managedFields": [managed("resource-topology-exporter", "zones")]}}) == (
         "no label app.kubernetes.io/managed-by=numa.kube; written by resource-topology-exporter")
-    assert nrt.OWN_MANAGERS == (nrt.PUBLISHER_FIELD_MANAGER, kube_api.FIELD_MANAGER)
+    assert nrt.OWN_MANAGERS == (nrt.PUBLISHER_FIELD_MANAGER, k8s_objects.FIELD_MANAGER)
 
 
 def test_zone_summary_names_each_zones_free_cpu_and_memory(tmp_path):

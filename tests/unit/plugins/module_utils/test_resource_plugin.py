@@ -13,7 +13,7 @@ __metaclass__ = type
 
 import pytest
 
-from ansible_collections.numa.kube.plugins.module_utils.k8s import api as kube_api
+from ansible_collections.numa.kube.plugins.module_utils.k8s import objects as k8s_objects
 from ansible_collections.numa.kube.plugins.module_utils.stacks.resource_plugin import (
     PluginError,
     alignment_problems,
@@ -112,17 +112,17 @@ class MemoryApi(object):
 
     def apply(self, obj, check_mode=False):
         self.calls.append(("apply", obj["kind"], check_mode))
-        before = self.store.get(kube_api.path_of(obj))
+        before = self.store.get(k8s_objects.path_of(obj))
         if not check_mode:
-            self.store[kube_api.path_of(obj)] = obj
-        return before != obj, kube_api.comparable(before), kube_api.comparable(obj)
+            self.store[k8s_objects.path_of(obj)] = obj
+        return before != obj, k8s_objects.comparable(before), k8s_objects.comparable(obj)
 
     def delete(self, obj, check_mode=False):
         self.calls.append(("delete", obj["kind"], check_mode))
-        before = self.store.get(kube_api.path_of(obj))
+        before = self.store.get(k8s_objects.path_of(obj))
         if not check_mode:
-            self.store.pop(kube_api.path_of(obj), None)
-        return before is not None, kube_api.comparable(before)
+            self.store.pop(k8s_objects.path_of(obj), None)
+        return before is not None, k8s_objects.comparable(before)
 
     def get(self, path, **params):
         self.calls.append(("get", path))

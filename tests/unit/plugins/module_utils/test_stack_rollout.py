@@ -12,12 +12,14 @@ import threading
 
 import pytest
 
-from ansible_collections.numa.kube.plugins.module_utils.k8s import api as kube_api
+from ansible_collections.numa.kube.plugins.module_utils.k8s import client as k8s_client
+from ansible_collections.numa.kube.plugins.module_utils.k8s import runner as k8s_runner
 from ansible_collections.numa.kube.plugins.module_utils.k8s import waiting as kube_wait
 from ansible_collections.numa.kube.plugins.module_utils.stacks import monitoring
 from ansible_collections.numa.kube.plugins.module_utils.stacks import resource_plugin
 from ansible_collections.numa.kube.plugins.module_utils.stacks import volcano as volcano_stack
-from ansible_collections.numa.kube.plugins.module_utils.k8s.api import KubeApi, KubeApiError
+from ansible_collections.numa.kube.plugins.module_utils.k8s.client import KubeApi
+from ansible_collections.numa.kube.plugins.module_utils.k8s.objects import KubeApiError
 from ansible_collections.numa.kube.plugins.module_utils.k8s.waiting import (
     count_or_percent,
     daemonset_ready,
@@ -316,10 +318,10 @@ def test_an_expired_continue_token_starts_the_list_again():
 
 def test_a_list_that_keeps_expiring_or_fails_otherwise_is_an_error():
     gone = KubeApiError("410 expired", 410)
-    api, sent = paged_api([page(["a"], "t"), gone] * (kube_api.LIST_RESTARTS + 1))
+    api, sent = paged_api([page(["a"], "t"), gone] * (k8s_client.LIST_RESTARTS + 1))
     with pytest.raises(KubeApiError, match="410 expired"):
         api.list("/api/v1/nodes", page=1)
-    assert len(sent) == 2 * (kube_api.LIST_RESTARTS + 1)
+    assert len(sent) == 2 * (k8s_client.LIST_RESTARTS + 1)
     api, sent = paged_api([KubeApiError("410 on the first page", 410)])
     with pytest.raises(KubeApiError, match="first page"):
         api.list("/api/v1/nodes")
@@ -328,7 +330,7 @@ def test_a_list_that_keeps_expiring_or_fails_otherwise_is_an_error():
 def test_few_pending_objects_are_got_one_by_one_and_many_listed_once():
     api, sent = paged_api([{"metadata": {"name": "w1"}}, None])
     assert api.named("/api/v1/nodes", ["w1", "w2"]) == {"w1": {"metadata": {"name": "w1"}}, "w2": None}
-    names = ["w%d" % i for i in range(kube_api.FEW_PENDING + 1)]
+    names = ["w%d" % i for i in range(k8s_client.FEW_PENDING + 1)]
     api, sent = paged_api([page(names[1:])])
     found = api.named("/apis/nodeinfo.volcano.sh/v1alpha1/numatopologies", names, metadata_only=True)
     assert found["w0"] is None and all(found[n] for n in names[1:]) and len(sent) == 1
@@ -351,7 +353,7 @@ def test_proxy_calls_run_a_few_at_a_time_and_errors_stay_per_item():
             raise KubeApiError("503 no kubelet")
         return item * 2
 
-    found = kube_api.bounded_map(call, range(20), workers=4)
+    found = k8s_client.bounded_map(call, range(20), workers=4)
     assert most[0] <= 4 and found[2] == (4, None) and str(found[3][1]) == "503 no kubelet"
 
 
@@ -443,7 +445,7 @@ def test_a_continue_token_that_never_ends_is_refused_naming_the_server(monkeypat
                                            r"\(the same token again after 2 pages"):
         api.list("/api/v1/nodes", page=1)
     assert len(sent) == 2
-    monkeypatch.setattr(kube_api, "LIST_MAX_PAGES", 5)
+    monkeypatch.setattr(k8s_client, "LIST_MAX_PAGES", 5)
     api, sent = paged_api([page(["x"], "t%d" % i) for i in range(10)])
     with pytest.raises(KubeApiError, match=r"\(still one after 5 pages of 1\).*kubectl get --raw"):
         api.list("/api/v1/nodes", page=1)
@@ -556,7 +558,7 @@ def test_a_ceiling_below_the_stall_window_is_refused():
 
     with pytest.raises(Failed, match=r"wait_ceiling \(60 s.*below wait_timeout \(300 s.*raise wait_ceiling to at "
                                      r"least 300 or lower wait_timeout"):
-        kube_api.connect(Module())
+        k8s_runner.connect(Module())
 
 
 def test_a_proxy_call_that_drips_its_answer_ends_after_its_whole_budget():
@@ -584,4 +586,4 @@ def test_a_proxy_call_that_drips_its_answer_ends_after_its_whole_budget():
     api.client = Client()
     with pytest.raises(KubeApiError, match=r"proxy/configz: the answer was not complete after 20 s") as caught:
         api.kubelet_config("w01")
-    assert caught.value.transient and Dripping.released and clock.now <= kube_api.PROXY_CALL_SECONDS + 3
+    assert caught.value.transient and Dripping.released and clock.now <= k8s_client.PROXY_CALL_SECONDS + 3

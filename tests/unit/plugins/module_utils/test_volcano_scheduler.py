@@ -19,7 +19,7 @@ import pytest
 from ansible_collections.numa.kube.plugins.module_utils.stacks import volcano_conf
 from ansible_collections.numa.kube.plugins.module_utils.stacks import volcano_nodes
 from ansible_collections.numa.kube.plugins.module_utils.stacks import volcano_numa_aware as volcano_scheduler
-from ansible_collections.numa.kube.plugins.module_utils.k8s.api import KubeApiError
+from ansible_collections.numa.kube.plugins.module_utils.k8s.objects import KubeApiError
 from ansible_collections.numa.kube.tests.unit.plugins.module_utils.test_volcano_conf import SHIPPED
 
 CONFIGMAP = "/api/v1/namespaces/volcano-system/configmaps/volcano-scheduler-configmap"

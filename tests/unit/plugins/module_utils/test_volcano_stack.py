@@ -15,9 +15,10 @@ import hashlib
 
 import pytest
 
-from ansible_collections.numa.kube.plugins.module_utils.k8s import api as kube_api
+from ansible_collections.numa.kube.plugins.module_utils.k8s import client as k8s_client
+from ansible_collections.numa.kube.plugins.module_utils.k8s import objects as k8s_objects
 from ansible_collections.numa.kube.plugins.module_utils.stacks import volcano as volcano_stack
-from ansible_collections.numa.kube.plugins.module_utils.k8s.api import KubeApiError
+from ansible_collections.numa.kube.plugins.module_utils.k8s.objects import KubeApiError
 from ansible_collections.numa.kube.plugins.module_utils.stacks.volcano_conf import VolcanoError
 from ansible_collections.numa.kube.tests.unit.plugins.module_utils.test_resource_plugin import MemoryApi, no_wait
 
@@ -101,7 +102,7 @@ def test_the_manifest_loads_with_helms_equals_keys_and_is_adjusted_as_asked():
 
 
 def test_adjust_keeps_every_label_and_leaves_pod_templates_alone():
-    # numa.kube's own labels are added by kube_api's apply, for every object of every stack
+    # numa.kube's own labels are added by the client's apply (k8s.client), for every object of every stack
     objects = volcano_stack.load_manifest(MANIFEST, "m")
     scheduler = volcano_stack.adjust(objects, PARAMS)[3]
     assert scheduler["metadata"]["labels"] == {"app": "volcano-scheduler"}
@@ -316,27 +317,27 @@ class Cluster(object):
         obj = copy.deepcopy(obj)
         if owned:
             obj["metadata"]["labels"] = dict(obj["metadata"].get("labels") or {}, **OWNED)
-        self.store[kube_api.path_of(obj)] = obj
+        self.store[k8s_objects.path_of(obj)] = obj
 
     def claim(self, objects):
         self.events.append(("claim", len(objects)))
 
     def apply(self, obj, check_mode=False):
-        self.events.append(("apply", kube_api.describe(obj), check_mode))
-        before = self.store.get(kube_api.path_of(obj))
+        self.events.append(("apply", k8s_objects.describe(obj), check_mode))
+        before = self.store.get(k8s_objects.path_of(obj))
         if not check_mode:
             self.put(obj)
-        return before is None, kube_api.comparable(before), kube_api.comparable(obj)
+        return before is None, k8s_objects.comparable(before), k8s_objects.comparable(obj)
 
     def delete(self, obj, check_mode=False):
-        before = self.store.get(kube_api.path_of(obj))
-        if before is not None and not kube_api.owned(before):
-            self.kept.append(kube_api.describe(obj))
-            return False, kube_api.comparable(before)
-        self.events.append(("delete", kube_api.describe(obj), check_mode))
+        before = self.store.get(k8s_objects.path_of(obj))
+        if before is not None and not k8s_objects.owned(before):
+            self.kept.append(k8s_objects.describe(obj))
+            return False, k8s_objects.comparable(before)
+        self.events.append(("delete", k8s_objects.describe(obj), check_mode))
         if before is not None and not check_mode:
-            del self.store[kube_api.path_of(obj)]
-        return before is not None, kube_api.comparable(before)
+            del self.store[k8s_objects.path_of(obj)]
+        return before is not None, k8s_objects.comparable(before)
 
     def nodes(self, selector=None):
         return self.node_list
@@ -346,7 +347,7 @@ class Cluster(object):
 
     def list(self, path, **params):
         """KubeApi.list itself over this get: page by page, two items a page here."""
-        return kube_api.KubeApi.list(self, path, page=2, **params)
+        return k8s_client.KubeApi.list(self, path, page=2, **params)
 
     def get(self, path, **params):
         if path in self.lists:

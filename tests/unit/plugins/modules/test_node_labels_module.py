@@ -11,7 +11,7 @@ import pytest
 
 from ansible.module_utils import basic
 
-from ansible_collections.numa.kube.plugins.module_utils.k8s.api import KubeApiError
+from ansible_collections.numa.kube.plugins.module_utils.k8s.objects import KubeApiError
 from ansible_collections.numa.kube.plugins.modules import node_labels
 from ansible_collections.numa.kube.tests.unit.plugins.module_utils.test_node_labels import (
     ALIGNED_LABELS,

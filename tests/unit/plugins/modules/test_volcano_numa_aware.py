@@ -9,7 +9,7 @@ __metaclass__ = type
 
 import pytest
 
-from ansible_collections.numa.kube.plugins.module_utils.k8s.api import KubeApiError
+from ansible_collections.numa.kube.plugins.module_utils.k8s.objects import KubeApiError
 from ansible_collections.numa.kube.plugins.modules import volcano_numa_aware
 from ansible_collections.numa.kube.tests.unit.plugins.module_utils.test_volcano_conf import SHIPPED
 from ansible_collections.numa.kube.tests.unit.plugins.module_utils.test_volcano_scheduler import (
