@@ -39,12 +39,12 @@ from ansible_collections.numa.kube.plugins.module_utils.k8s.waiting import (
     wait_pending,
     why_waiting_ended,
 )
-from ansible_collections.numa.kube.plugins.module_utils.stacks.resource_plugin import (
-    daemonset_pods,
-    nodes_by_name,
+from ansible_collections.numa.kube.plugins.module_utils.stacks.daemonset import (
     DEFAULT_MAX_UNAVAILABLE,
     DEFAULT_TOLERATIONS,
     allowed_down,
+    daemonset_pods,
+    nodes_by_name,
     not_ready,
     share_problems,
     too_many_down,

@@ -22,7 +22,7 @@ from ansible_collections.numa.kube.plugins.module_utils.k8s.waiting import (
     wait_daemonset,
     why_waiting_ended,
 )
-from ansible_collections.numa.kube.plugins.module_utils.stacks.resource_plugin import (
+from ansible_collections.numa.kube.plugins.module_utils.stacks.daemonset import (
     DEFAULT_MAX_UNAVAILABLE,
     DEFAULT_TOLERATIONS,
     allowed_down,

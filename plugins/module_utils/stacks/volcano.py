@@ -63,7 +63,7 @@ from ansible_collections.numa.kube.plugins.module_utils.stacks.publisher import 
     unavailable,
     wait_rollout,
 )
-from ansible_collections.numa.kube.plugins.module_utils.stacks.resource_plugin import share_problems, warn_down
+from ansible_collections.numa.kube.plugins.module_utils.stacks.daemonset import share_problems, warn_down
 from ansible_collections.numa.kube.plugins.module_utils.stacks.objects import (
     StackResult,
     apply_recorded,
