@@ -15,7 +15,7 @@ import subprocess
 import pytest
 import yaml
 
-from ansible_collections.numa.kube.plugins.module_utils.stacks import monitoring
+from ansible_collections.numa.kube.plugins.module_utils.stacks import monitoring_objects
 from numa_agent.metrics import numa_metrics
 from ansible_collections.numa.kube.tests.unit.plugins.sysfs_tree import two_socket_interleaved
 
@@ -30,7 +30,7 @@ def promtool(*args, **kwargs):
 
 def test_alert_rules_pass_their_promtool_unit_tests(tmp_path):
     with open(str(tmp_path / "numa-alerts.rules.yml"), "w") as handle:
-        yaml.safe_dump({"groups": monitoring.rule_groups(DEFAULTS)}, handle, sort_keys=False)
+        yaml.safe_dump({"groups": monitoring_objects.rule_groups(DEFAULTS)}, handle, sort_keys=False)
     shutil.copy(os.path.join(ROOT, "tests", "promtool", "numa-alerts.test.yml"), str(tmp_path))
     checked = promtool("check", "rules", str(tmp_path / "numa-alerts.rules.yml"))
     assert checked.returncode == 0, checked.stdout + checked.stderr
@@ -42,7 +42,7 @@ def test_alert_rules_pass_their_promtool_unit_tests(tmp_path):
 def test_a_broken_rule_fails_its_test(tmp_path):
     """The unit tests can fail: with the threshold moved, the memory alert no longer fires."""
     with open(str(tmp_path / "numa-alerts.rules.yml"), "w") as handle:
-        yaml.safe_dump({"groups": monitoring.rule_groups(dict(DEFAULTS, memory_threshold=0.99))}, handle)
+        yaml.safe_dump({"groups": monitoring_objects.rule_groups(dict(DEFAULTS, memory_threshold=0.99))}, handle)
     shutil.copy(os.path.join(ROOT, "tests", "promtool", "numa-alerts.test.yml"), str(tmp_path))
     done = promtool("test", "rules", "numa-alerts.test.yml", cwd=str(tmp_path))
     assert done.returncode != 0 and "NumaNodeMemoryNearlyExhausted" in done.stdout + done.stderr

@@ -19,6 +19,7 @@ from numa_agent.kube import Client  # noqa: E402 pylint: disable=wrong-import-po
 
 from numa_agent.metrics import server as metrics_server  # noqa: E402
 from ansible_collections.numa.kube.plugins.module_utils.stacks import monitoring  # noqa: E402
+from ansible_collections.numa.kube.plugins.module_utils.stacks import monitoring_objects
 from numa_agent.metrics import locality as numa_metrics_locality  # noqa: E402
 from ansible_collections.numa.kube.tests.unit.plugins.sysfs_tree import two_socket_interleaved  # noqa: E402
 
@@ -103,14 +104,14 @@ def test_containers_none_reads_no_tree_and_asks_for_no_names(tmp_path):
     assert 'numa_node_cpus_exclusive{numa_node="0"} 1' in text
 
 
-# Prometheus' scrape timeout when the ServiceMonitor sets none (monitoring.service_monitor sets none)
+# Prometheus' scrape timeout when the ServiceMonitor sets none (monitoring_objects.service_monitor sets none)
 SCRAPE_TIMEOUT = 10.0
 
 
 def test_the_waits_of_a_scrape_add_up_to_well_inside_the_scrape_timeout():
     """What a scrape may wait for besides the node's own files: the token's review, kubelet's
     PodResources, the pod list. A guest three times slower still has room for the files."""
-    assert "scrapeTimeout" not in monitoring.service_monitor({
+    assert "scrapeTimeout" not in monitoring_objects.service_monitor({
         "name": "numa-exporter", "namespace": "monitoring", "interval": "30s",
         "exporter_authentication": True})["spec"]["endpoints"][0]
     review = agent.parse_args(["exporter"]).review_timeout

@@ -27,6 +27,7 @@ from cryptography.x509.oid import NameOID
 
 from numa_agent.metrics import server as metrics_server
 from ansible_collections.numa.kube.plugins.module_utils.stacks import monitoring
+from ansible_collections.numa.kube.plugins.module_utils.stacks import monitoring_objects
 from numa_agent.metrics import numa_metrics
 from ansible_collections.numa.kube.tests.unit.plugins.module_utils.test_resource_plugin import MemoryApi, no_wait, node
 from ansible_collections.numa.kube.tests.unit.plugins.sysfs_tree import two_socket_interleaved
@@ -169,7 +170,7 @@ def test_the_daemonset_without_the_option_renders_as_before():
     """Params without exporter_containers (a caller of run() that predates it) render no limit."""
     without = dict(PARAMS)
     del without["exporter_containers"]
-    assert monitoring.daemonset(without) == monitoring.daemonset(PARAMS)
+    assert monitoring_objects.daemonset(without) == monitoring_objects.daemonset(PARAMS)
     monitoring.check_params(without)
 
 
@@ -179,7 +180,7 @@ def test_only_the_sysfs_subtrees_the_exporter_reads_are_mounted():
     host_paths = sorted(v["hostPath"]["path"] for v in volumes.values() if "hostPath" in v)
     assert host_paths == ["/sys/bus/pci/devices", "/sys/devices", "/sys/fs/cgroup", "/var/lib/kubelet/pod-resources"]
     mounts = dict((m["name"], m["mountPath"]) for m in pod["containers"][0]["volumeMounts"])
-    for name, path in monitoring.SYSFS_MOUNTS:
+    for name, path in monitoring_objects.SYSFS_MOUNTS:
         assert mounts[name] == "/host" + path, "each subtree where it is on the host, under /host"
     args = pod["containers"][0]["args"]
     assert "--sysfs=/host/sys" in args and "--cgroup-root=/host/sys/fs/cgroup" in args
@@ -218,7 +219,7 @@ def test_the_mounted_subtrees_give_the_exporter_all_it_reads(tmp_path):
     assert 'numa_pci_device_info{address="0000:3b:00.0",class="0x020000",vendor="0x8086",device="0x1572",' \
         'numa_node="1"} 1' in on_the_host
     assert any(line.startswith("numa_container_memory_bytes{") for line in on_the_host)
-    mounted = [path for _name, path in monitoring.SYSFS_MOUNTS]
+    mounted = [path for _name, path in monitoring_objects.SYSFS_MOUNTS]
     assert scrape(container_view(host_sys, str(tmp_path / "pod"), mounted)) == on_the_host
     # without /sys/devices the PCI links dangle (and the NUMA nodes are gone): the test would see it
     without = scrape(container_view(host_sys, str(tmp_path / "bare"), ["/sys/bus/pci/devices", "/sys/fs/cgroup"]))
@@ -231,7 +232,7 @@ def test_this_machines_pci_links_resolve_inside_the_mounts():
     """On this machine's own /sys, by reasoning on paths (nothing mounted): each /sys/bus/pci/devices
     link, resolved from where the container sees it, lands in the mounted /sys/devices and at the
     device the host's link names."""
-    mounts = dict((path, "/host" + path) for _name, path in monitoring.SYSFS_MOUNTS)
+    mounts = dict((path, "/host" + path) for _name, path in monitoring_objects.SYSFS_MOUNTS)
     bus = "/sys/bus/pci/devices"
     for name in sorted(os.listdir(bus)) if os.path.isdir(bus) else []:
         link = os.readlink(os.path.join(bus, name))
@@ -640,7 +641,7 @@ def test_check_mode_applies_nothing_and_absent_removes_what_was_made():
 
 
 def test_rules_use_the_thresholds_and_the_job():
-    groups = monitoring.rule_groups(dict(PARAMS, memory_threshold=0.8, name="numa"))
+    groups = monitoring_objects.rule_groups(dict(PARAMS, memory_threshold=0.8, name="numa"))
     rules = dict((r["alert"], r) for r in groups[0]["rules"])
     assert set(rules) == {"NumaNodeMemoryNearlyExhausted", "NumaNodeMissRatioHigh",
                           "NumaHugePagesExhaustedOnOneNode", "NumaExporterDown"}

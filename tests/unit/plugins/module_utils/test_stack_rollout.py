@@ -16,6 +16,7 @@ from ansible_collections.numa.kube.plugins.module_utils.k8s import client as k8s
 from ansible_collections.numa.kube.plugins.module_utils.k8s import runner as k8s_runner
 from ansible_collections.numa.kube.plugins.module_utils.k8s import waiting as kube_wait
 from ansible_collections.numa.kube.plugins.module_utils.stacks import monitoring
+from ansible_collections.numa.kube.plugins.module_utils.stacks import monitoring_objects
 from ansible_collections.numa.kube.plugins.module_utils.stacks import resource_plugin
 from ansible_collections.numa.kube.plugins.module_utils.stacks import volcano as volcano_stack
 from ansible_collections.numa.kube.plugins.module_utils.k8s.client import KubeApi
@@ -87,7 +88,7 @@ def test_each_daemonset_renders_max_unavailable():
     plugin = resource_plugin.objects(dict(PARAMS, max_unavailable="25%"))[-1]
     assert plugin["spec"]["updateStrategy"] == {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": "25%"}}
     assert resource_plugin.objects(PARAMS)[-1]["spec"]["updateStrategy"]["rollingUpdate"] == {"maxUnavailable": "10%"}
-    exporter = monitoring.daemonset(dict(MONITORING, max_unavailable="4"))
+    exporter = monitoring_objects.daemonset(dict(MONITORING, max_unavailable="4"))
     assert exporter["spec"]["updateStrategy"]["rollingUpdate"] == {"maxUnavailable": 4}
     publisher = volcano_stack.publisher_objects({"namespace": "volcano-system", "publisher_image": "r/agent:1",
                                                  "publisher_nodes_proxy": False, "max_unavailable": 7})[-1]
