@@ -342,14 +342,14 @@ from ansible_collections.numa.kube.plugins.module_utils.k8s.runner import (
     stack_module,
 )
 from ansible_collections.numa.kube.plugins.module_utils.kubelet.labels import ALIGNED_SELECTOR
-from ansible_collections.numa.kube.plugins.module_utils.stacks.nrt_scheduler import (
+from ansible_collections.numa.kube.plugins.module_utils.stacks.nrt_scheduler import run
+from ansible_collections.numa.kube.plugins.module_utils.stacks.nrt_scheduler_objects import (
     FOREIGN_PODS_DETECT,
     HAS_YAML,
     INFORMER_MODES,
     SCORING_STRATEGIES,
     STACK,
     TopologyError,
-    run,
 )
 
 

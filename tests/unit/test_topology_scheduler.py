@@ -22,6 +22,7 @@ import yaml
 from ansible_collections.numa.kube.plugins.module_utils.k8s import objects as k8s_objects
 from ansible_collections.numa.kube.plugins.module_utils.numa import nrt as noderesourcetopology
 from ansible_collections.numa.kube.plugins.module_utils.stacks import nrt_scheduler as ts
+from ansible_collections.numa.kube.plugins.module_utils.stacks import nrt_scheduler_objects as nrt_objects
 from ansible_collections.numa.kube.plugins.module_utils.k8s.objects import (
     MANAGED_BY_LABEL,
     STACK_LABEL,
@@ -266,7 +267,7 @@ def by_kind(objects):
 
 
 def test_the_scheduler_configuration_runs_the_plugin_at_every_point_with_its_args(crd_file):
-    config = yaml.safe_load(ts.config_text(params(crd_file, scoring_strategy="LeastNUMANodes", cache_resync_period=30)))
+    config = yaml.safe_load(nrt_objects.config_text(params(crd_file, scoring_strategy="LeastNUMANodes", cache_resync_period=30)))
     assert config["apiVersion"] == "kubescheduler.config.k8s.io/v1" and config["kind"] == "KubeSchedulerConfiguration"
     assert config["leaderElection"] == {"leaderElect": False}, "one replica: no leader election, no leases"
     (profile,) = config["profiles"]
@@ -277,14 +278,14 @@ def test_the_scheduler_configuration_runs_the_plugin_at_every_point_with_its_arg
         "scoringStrategy": {"type": "LeastNUMANodes"}, "cacheResyncPeriodSeconds": 30,
         # the pods kubelet's List counts (not a Failed pod's), and only foreign pods that take what NRT counts
         "cache": {"informerMode": "Shared", "foreignPodsDetect": "OnlyExclusiveResources"}}}]
-    other = yaml.safe_load(ts.config_text(params(crd_file, informer_mode="Dedicated", foreign_pods_detect="All")))
+    other = yaml.safe_load(nrt_objects.config_text(params(crd_file, informer_mode="Dedicated", foreign_pods_detect="All")))
     assert other["profiles"][0]["pluginConfig"][0]["args"]["cache"] == {"informerMode": "Dedicated",
                                                                         "foreignPodsDetect": "All"}
     assert "clientConnection" not in config, "the pod's own service account"
 
 
 def test_the_deployment_runs_the_binary_with_the_mounted_configuration_and_carries_its_digest(crd_file):
-    objects = by_kind(ts.scheduler_objects(params(crd_file)))
+    objects = by_kind(nrt_objects.scheduler_objects(params(crd_file)))
     (configmap,), (deployment,) = objects["ConfigMap"], objects["Deployment"]
     text = configmap["data"]["config.yaml"]
     template = deployment["spec"]["template"]
@@ -296,7 +297,7 @@ def test_the_deployment_runs_the_binary_with_the_mounted_configuration_and_carri
     assert container["command"] == ["/nrt-scheduler"]
     assert container["args"] == ["--config=/etc/numa-topology-scheduler/config.yaml", "--v=2"]
     assert "nodeSelector" not in template["spec"]
-    pinned = by_kind(ts.scheduler_objects(params(crd_file, scheduler_node_selector={"infra": "true"},
+    pinned = by_kind(nrt_objects.scheduler_objects(params(crd_file, scheduler_node_selector={"infra": "true"},
                                                  scheduler_verbosity=4)))["Deployment"][0]["spec"]["template"]["spec"]
     assert pinned["nodeSelector"] == {"infra": "true"} and pinned["containers"][0]["args"][-1] == "--v=4"
     assert container["volumeMounts"] == [{"name": "config", "mountPath": "/etc/numa-topology-scheduler",
@@ -308,7 +309,7 @@ def test_the_deployment_runs_the_binary_with_the_mounted_configuration_and_carri
 
 
 def test_the_scheduler_has_kube_schedulers_rights_less_leases_and_reads_topologies(crd_file):
-    objects = by_kind(ts.scheduler_objects(params(crd_file), ts.without_leases(KUBE_SCHEDULER_RULES)))
+    objects = by_kind(nrt_objects.scheduler_objects(params(crd_file), nrt_objects.without_leases(KUBE_SCHEDULER_RULES)))
     (role,) = objects["ClusterRole"]
     assert role["rules"][0] == {"apiGroups": ["topology.node.k8s.io"], "resources": ["noderesourcetopologies"],
                                 "verbs": ["get", "list", "watch"]}
@@ -329,23 +330,23 @@ def test_the_scheduler_has_kube_schedulers_rights_less_leases_and_reads_topologi
 def test_the_lease_group_is_taken_out_of_a_mixed_rule_and_a_wildcard_over_leases_is_refused():
     mixed = {"apiGroups": ["", LEASES], "resources": ["events", "leases"], "verbs": ["create"]}
     urls = {"nonResourceURLs": ["/healthz"], "verbs": ["get"]}
-    assert ts.without_leases([mixed, urls]) == [dict(mixed, apiGroups=[""]), urls]
+    assert nrt_objects.without_leases([mixed, urls]) == [dict(mixed, apiGroups=[""]), urls]
     assert mixed["apiGroups"] == ["", LEASES], "the live rules are not changed in place"
-    assert ts.without_leases([{"apiGroups": ["*"], "resources": ["pods"], "verbs": ["get"]}]) == [
+    assert nrt_objects.without_leases([{"apiGroups": ["*"], "resources": ["pods"], "verbs": ["get"]}]) == [
         {"apiGroups": ["*"], "resources": ["pods"], "verbs": ["get"]}], "a wildcard group over other resources stays"
     for resources in (["*"], ["leasecandidates"]):
-        with pytest.raises(ts.TopologyError, match="ClusterRole system:kube-scheduler has a rule for every API group "
+        with pytest.raises(nrt_objects.TopologyError, match="ClusterRole system:kube-scheduler has a rule for every API group "
                                                    "that covers leases"):
-            ts.without_leases([{"apiGroups": ["*"], "resources": resources, "verbs": ["get"]}])
+            nrt_objects.without_leases([{"apiGroups": ["*"], "resources": resources, "verbs": ["get"]}])
 
 
 def test_the_scheduler_role_is_read_from_the_live_one_and_shown_in_the_diff(crd_file):
     api = Cluster()
     extra = {"apiGroups": ["resource.k8s.io"], "resources": ["resourceclaims"], "verbs": ["get", "list", "watch"]}
     api.system[ROLES + "system:kube-scheduler"]["rules"].append(extra)  # a newer server's rule
-    api.put(dict(ts.RETIRED[0], roleRef={"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+    api.put(dict(nrt_objects.RETIRED[0], roleRef={"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
                                          "name": "system:kube-scheduler"},
-                 metadata=dict(ts.RETIRED[0]["metadata"], labels={MANAGED_BY_LABEL: "numa.kube",
+                 metadata=dict(nrt_objects.RETIRED[0]["metadata"], labels={MANAGED_BY_LABEL: "numa.kube",
                                                                   STACK_LABEL: "topology"})))
     result = ts.run(api, params(crd_file), True, no_wait)
     role = [d for d in result["diff"] if d["after_header"] == "ClusterRole numa-kube:numa-topology-scheduler"][0]
@@ -355,7 +356,7 @@ def test_the_scheduler_role_is_read_from_the_live_one_and_shown_in_the_diff(crd_
     ts.run(api, params(crd_file), False, no_wait)
     live = api.store[ROLES + "numa-kube:numa-topology-scheduler"]
     assert extra in live["rules"] and not [r for r in live["rules"] if grants_leases(r)]
-    assert path_of(ts.RETIRED[0]) not in api.store
+    assert path_of(nrt_objects.RETIRED[0]) not in api.store
     assert not [p for p in api.store if "kube-scheduler" in p.rsplit("/", 1)[1]]
 
 
@@ -372,13 +373,13 @@ def test_a_missing_or_leasing_system_role_is_refused_before_anything_changes(crd
         del api.system[ROLES + role]
     else:
         api.system[ROLES + role]["rules"] = rules
-    with pytest.raises(ts.TopologyError, match=words + ".*nothing was applied"):
+    with pytest.raises(nrt_objects.TopologyError, match=words + ".*nothing was applied"):
         ts.run(api, params(crd_file), False, no_wait)
     assert api.changes() == []
 
 
 def test_the_publisher_writes_only_its_own_nodes_topology(crd_file):
-    objects = by_kind(ts.publisher_objects(params(crd_file, publisher_node_selector={"numa.kube/aligned": "true"},
+    objects = by_kind(nrt_objects.publisher_objects(params(crd_file, publisher_node_selector={"numa.kube/aligned": "true"},
                                                   max_unavailable=3)))
     (role,) = objects["ClusterRole"]
     assert [(r["resources"], r["verbs"]) for r in role["rules"]] == [
@@ -396,7 +397,7 @@ def test_the_publisher_writes_only_its_own_nodes_topology(crd_file):
     assert {"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}} in pod["containers"][0]["env"]
     assert pod["nodeSelector"] == {"numa.kube/aligned": "true"} and "affinity" not in pod
     assert daemonset["spec"]["updateStrategy"]["rollingUpdate"] == {"maxUnavailable": 3}
-    assert [o["kind"] for o in ts.publisher_objects(params(crd_file))][-1] == "DaemonSet"
+    assert [o["kind"] for o in nrt_objects.publisher_objects(params(crd_file))][-1] == "DaemonSet"
 
 
 # --- present: check mode, idempotence, the configuration rolls the scheduler ------------------------------
@@ -472,7 +473,7 @@ def test_another_managers_crd_serving_v1alpha2_is_used_as_it_is_without_a_file(c
 def test_another_managers_crd_without_v1alpha2_is_refused_naming_it_before_anything_changes(crd_file):
     api = Cluster()
     api.put(foreign_crd(("v1alpha1",)))
-    with pytest.raises(ts.TopologyError) as caught:
+    with pytest.raises(nrt_objects.TopologyError) as caught:
         ts.run(api, params(crd_file), False, no_wait)
     assert str(caught.value).startswith(
         "CRD noderesourcetopologies.topology.node.k8s.io is installed and numa.kube did not make it (field managers "
@@ -485,7 +486,7 @@ def test_adopt_takes_another_managers_crd_over_from_the_file(crd_file):
     api = Cluster(adopt=True)
     api.put(foreign_crd(("v1alpha1",)))
     result = ts.run(api, params(crd_file, adopt=True), False, no_wait)
-    assert result["crd"]["numa_kube"] is True and ts.serves(api.store[CRD_PATH], "v1alpha2")
+    assert result["crd"]["numa_kube"] is True and nrt_objects.serves(api.store[CRD_PATH], "v1alpha2")
     assert owned(api.store[CRD_PATH], "topology")
 
 
@@ -495,7 +496,7 @@ def test_without_another_managers_crd_the_file_is_required(crd_file, installed):
     if installed:
         deployed(crd_file, api)
         api.calls = []
-    with pytest.raises(ts.TopologyError, match=r"^crd is required here: (no CRD|numa.kube installed CRD) "
+    with pytest.raises(nrt_objects.TopologyError, match=r"^crd is required here: (no CRD|numa.kube installed CRD) "
                                                r"noderesourcetopologies.topology.node.k8s.io.*nothing was applied. Set "
                                                r"crd to the path of noderesourcetopology-api's manifests/crd.yaml"):
         ts.run(api, params(None), False, no_wait)
@@ -520,7 +521,7 @@ def test_a_crd_file_that_is_not_the_nrt_crd_is_refused_before_any_request(tmp_pa
     path = tmp_path / "crd.yaml"
     path.write_text(text)
     api = Cluster()
-    with pytest.raises(ts.TopologyError) as caught:
+    with pytest.raises(nrt_objects.TopologyError) as caught:
         ts.run(api, params(str(path)), False, no_wait)
     assert "crd %s " % path in str(caught.value) and words in str(caught.value)
     assert api.calls == []
@@ -550,7 +551,7 @@ def test_a_topology_that_another_publisher_takes_over_mid_run_fails_the_proof_na
             Cluster._publish(self, daemonset)
             self.put(topology("w3", labels={}, meta=NFD))
 
-    with pytest.raises(ts.TopologyError, match="the NodeResourceTopology of 1 node is not as the scheduler needs it: w3: "
+    with pytest.raises(nrt_objects.TopologyError, match="the NodeResourceTopology of 1 node is not as the scheduler needs it: w3: "
                                                r"its NodeResourceTopology is written by another publisher \(field "
                                                "managers nfd-topology-updater\\), not numa.kube's"):
         ts.run(Racing(), params(crd_file), False, no_wait)
@@ -558,7 +559,7 @@ def test_a_topology_that_another_publisher_takes_over_mid_run_fails_the_proof_na
 
 def test_each_numa_node_needs_its_zone(crd_file):
     api = Cluster(zones=1)
-    with pytest.raises(ts.TopologyError) as caught:
+    with pytest.raises(nrt_objects.TopologyError) as caught:
         ts.run(api, params(crd_file, numa_nodes={"w1": [0, 1], "w3": [0]}), False, no_wait)
     assert str(caught.value).startswith("the NodeResourceTopology of 1 node is not as the scheduler needs it: w1: its "
                                         "zones of type Node are node-0, not one per NUMA node (node-0, node-1)")
@@ -680,7 +681,7 @@ def test_a_run_in_another_namespace_than_the_deployed_stack_is_refused_naming_it
     api, _result = deployed(crd_file)
     before = copy.deepcopy(api.store)
     api.calls = []
-    with pytest.raises(ts.TopologyError) as caught:
+    with pytest.raises(nrt_objects.TopologyError) as caught:
         ts.run(api, params(crd_file, namespace="numa-kube-nrt", state=state), False, no_wait)
     message = str(caught.value)
     assert message.startswith(
@@ -791,19 +792,19 @@ def test_absent_keeps_a_namespace_that_holds_others_objects(crd_file):
 ])
 def test_each_wrong_option_is_named_with_the_rule_and_the_fix_before_any_request(crd_file, changes, words):
     api = Cluster()
-    with pytest.raises(ts.TopologyError) as caught:
+    with pytest.raises(nrt_objects.TopologyError) as caught:
         ts.run(api, dict(params(crd_file), **changes), False, no_wait)
     assert words in str(caught.value)
     assert api.calls == []
 
 
 def test_every_problem_is_named_at_once_and_zero_turns_the_cache_off(crd_file):
-    with pytest.raises(ts.TopologyError) as caught:
+    with pytest.raises(nrt_objects.TopologyError) as caught:
         ts.run(Cluster(), params(crd_file, scoring_strategy="x", cache_resync_period=1, scheduler_image=""), False,
                no_wait)
     assert len(caught.value.problems) == 3
-    assert ts.check_options(params(crd_file, cache_resync_period=0))["kind"] == "CustomResourceDefinition"
-    assert ts.check_options(params(crd_file, state="absent", scheduler_image=None, publisher_image=None)) is None
+    assert nrt_objects.check_options(params(crd_file, cache_resync_period=0))["kind"] == "CustomResourceDefinition"
+    assert nrt_objects.check_options(params(crd_file, state="absent", scheduler_image=None, publisher_image=None)) is None
 
 
 def test_the_nrt_kind_is_one_requests_can_name():

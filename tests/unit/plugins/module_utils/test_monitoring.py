@@ -99,7 +99,7 @@ def kinds(api, verb="apply"):
 
 
 def test_objects_follow_the_guides_conventions():
-    found = dict((o["kind"], o) for o in monitoring.objects(PARAMS))
+    found = dict((o["kind"], o) for o in monitoring_objects.objects(PARAMS))
     service = found["Service"]
     assert service["metadata"]["name"] == "numa-exporter" and service["metadata"]["labels"]["app"] == "numa-exporter"
     assert service["spec"]["ports"][0]["name"] == "https" and service["spec"]["clusterIP"] == "None"
@@ -124,12 +124,12 @@ def test_objects_follow_the_guides_conventions():
     assert found["ConfigMap"]["metadata"]["labels"]["grafana_dashboard"] == "1"
     assert set(found) == {"ServiceAccount", "ClusterRole", "ClusterRoleBinding", "DaemonSet", "Service",
                           "ServiceMonitor", "PrometheusRule", "ConfigMap"}
-    plain = [o["kind"] for o in monitoring.objects(dict(PARAMS, dashboard=None), operator=False)]
+    plain = [o["kind"] for o in monitoring_objects.objects(dict(PARAMS, dashboard=None), operator=False)]
     assert "ServiceMonitor" not in plain and "PrometheusRule" not in plain and "ConfigMap" not in plain
 
 
 def test_scrapers_authenticate_and_the_exporter_may_do_only_what_it_needs():
-    found = dict((o["kind"], o) for o in monitoring.objects(PARAMS))
+    found = dict((o["kind"], o) for o in monitoring_objects.objects(PARAMS))
     assert found["ClusterRole"]["rules"] == [
         {"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]},
         {"apiGroups": ["authentication.k8s.io"], "resources": ["tokenreviews"], "verbs": ["create"]},
@@ -140,7 +140,7 @@ def test_scrapers_authenticate_and_the_exporter_may_do_only_what_it_needs():
     container = found["DaemonSet"]["spec"]["template"]["spec"]["containers"][0]
     assert not [a for a in container["args"] if a.startswith("--authentication")], "the agent's default: on"
     assert container["readinessProbe"]["httpGet"]["path"] == "/healthz"
-    open_stack = dict((o["kind"], o) for o in monitoring.objects(dict(PARAMS, exporter_authentication=False)))
+    open_stack = dict((o["kind"], o) for o in monitoring_objects.objects(dict(PARAMS, exporter_authentication=False)))
     assert open_stack["ClusterRole"]["rules"] == [{"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]}]
     assert "bearerTokenFile" not in open_stack["ServiceMonitor"]["spec"]["endpoints"][0]
     assert "--authentication=none" in open_stack["DaemonSet"]["spec"]["template"]["spec"]["containers"][0]["args"]
@@ -151,7 +151,7 @@ def test_scrapers_authenticate_and_the_exporter_may_do_only_what_it_needs():
 def test_the_series_limit_reaches_the_exporter_and_all_passes_nothing(containers, limit):
     """Each value becomes the exporter's own option; ``all`` (its default) is left out, so that an
     image older than the option, whose parser refuses --containers, still starts."""
-    pod = dict((o["kind"], o) for o in monitoring.objects(dict(PARAMS, exporter_containers=containers)))[
+    pod = dict((o["kind"], o) for o in monitoring_objects.objects(dict(PARAMS, exporter_containers=containers)))[
         "DaemonSet"]["spec"]["template"]["spec"]
     args = pod["containers"][0]["args"]
     assert [a for a in args if a.startswith("--containers")] == limit
@@ -175,7 +175,7 @@ def test_the_daemonset_without_the_option_renders_as_before():
 
 
 def test_only_the_sysfs_subtrees_the_exporter_reads_are_mounted():
-    pod = dict((o["kind"], o) for o in monitoring.objects(PARAMS))["DaemonSet"]["spec"]["template"]["spec"]
+    pod = dict((o["kind"], o) for o in monitoring_objects.objects(PARAMS))["DaemonSet"]["spec"]["template"]["spec"]
     volumes = dict((v["name"], v) for v in pod["volumes"])
     host_paths = sorted(v["hostPath"]["path"] for v in volumes.values() if "hostPath" in v)
     assert host_paths == ["/sys/bus/pci/devices", "/sys/devices", "/sys/fs/cgroup", "/var/lib/kubelet/pod-resources"]
@@ -270,7 +270,7 @@ def test_the_certificate_verifies_under_the_service_name():
     assert serves_under(pem, names[0])["subjectAltName"] == (("DNS", names[0]),)
     secret = {"data": encoded(pem)}
     assert monitoring.certificate_problems(secret, names) == []
-    later = NOW + datetime.timedelta(days=monitoring.CERTIFICATE_DAYS - 10)
+    later = NOW + datetime.timedelta(days=monitoring_objects.CERTIFICATE_DAYS - 10)
     assert monitoring.certificate_problems(secret, names, now=later)[0][0].endswith(", within 30 days")
     assert monitoring.certificate_problems({"data": {"tls.crt": "eA=="}}, names)[0][0] == "it has no ca.crt, tls.key"
     leaf = x509.load_pem_x509_certificate(pem["tls.crt"])
@@ -311,7 +311,7 @@ def refusal(pem, **params):
     api = StackApi([node("w1")])
     if pem is not None:
         api.store["/api/v1/namespaces/volcano-system/secrets/mine"] = {"kind": "Secret", "data": encoded(pem)}
-    with pytest.raises(monitoring.MonitoringError) as caught:
+    with pytest.raises(monitoring_objects.MonitoringError) as caught:
         monitoring.run(api, dict(PARAMS, tls_secret="mine", **params), False, no_wait)
     return caught.value.problems, kinds(api)
 
@@ -378,7 +378,7 @@ def test_an_expired_leaf_is_refused():
 
 
 def test_an_expired_ca_is_refused():
-    old = monitoring.make_certificates([SERVICE], now=NOW - datetime.timedelta(days=monitoring.CERTIFICATE_DAYS + 5))
+    old = monitoring.make_certificates([SERVICE], now=NOW - datetime.timedelta(days=monitoring_objects.CERTIFICATE_DAYS + 5))
     problems, _applied = refusal(old)
     assert len(problems) == 2 and "its tls.crt expired on " in problems[0]
     assert "the CA CN=numa.kube numa-exporter CA " in problems[1] and " of its chain expired on " in problems[1]
@@ -408,7 +408,7 @@ def test_a_missing_or_malformed_secret_is_refused():
         "its ca.crt holds no PEM certificate", "its tls.key is not an unencrypted PEM private key"]
     api = StackApi([node("w1")])
     api.store["/api/v1/namespaces/volcano-system/secrets/mine"] = {"kind": "Secret", "data": {"ca.crt": "!!"}}
-    with pytest.raises(monitoring.MonitoringError) as caught:
+    with pytest.raises(monitoring_objects.MonitoringError) as caught:
         monitoring.run(api, dict(PARAMS, tls_secret="mine"), False, no_wait)
     assert caught.value.problems == [
         "the TLS Secret volcano-system/mine given as tls_secret cannot serve the exporter: its ca.crt is not base64 "
@@ -448,7 +448,7 @@ def bundle(secret):
 def test_a_renewal_keeps_the_old_ca_until_every_exporter_serves_the_new_certificate():
     api = StackApi([node("w1"), node("w2")])
     ending = monitoring.make_certificates([SERVICE],
-                                          now=NOW - datetime.timedelta(days=monitoring.CERTIFICATE_DAYS - 20))
+                                          now=NOW - datetime.timedelta(days=monitoring_objects.CERTIFICATE_DAYS - 20))
     api.store[SECRET] = {"kind": "Secret", "metadata": {"name": "numa-exporter-tls"}, "data": encoded(ending)}
     old_ca = monitoring._certificates(ending["ca.crt"])[0].subject.rfc4514_string()
     renewed = monitoring.run(api, PARAMS, False, no_wait)
@@ -457,7 +457,7 @@ def test_a_renewal_keeps_the_old_ca_until_every_exporter_serves_the_new_certific
     secret = api.store[SECRET]
     new = decoded(secret)
     assert bundle(secret)[1] == old_ca and bundle(secret)[0] != old_ca, "the new CA first, the old one after it"
-    assert secret["metadata"]["annotations"][monitoring.ROTATION_ANNOTATION].endswith("Z")
+    assert secret["metadata"]["annotations"][monitoring_objects.ROTATION_ANNOTATION].endswith("Z")
     # Prometheus with the new bundle verifies the old certificate and the new one
     serves_under(dict(ending, **{"ca.crt": new["ca.crt"]}), SERVICE)
     serves_under(new, SERVICE)
@@ -471,7 +471,7 @@ def test_a_renewal_keeps_the_old_ca_until_every_exporter_serves_the_new_certific
     assert kept["tls"].startswith("Secret volcano-system/numa-exporter-tls serves %s; its old CA stays in ca.crt until "
                                   "every exporter serves the new certificate (w2: it serves the certificate sha256:"
                                   % SERVICE)
-    with pytest.raises(monitoring.MonitoringError) as caught:
+    with pytest.raises(monitoring_objects.MonitoringError) as caught:
         monitoring.run(api, PARAMS, False, no_wait)
     assert "w2: it serves the certificate sha256:%s, not the Secret's" % leaf_sha256(ending["tls.crt"])[:16] in (
         caught.value.problems[0])
@@ -495,24 +495,24 @@ def test_a_renewal_keeps_the_old_ca_until_every_exporter_serves_the_new_certific
 def test_an_expired_old_ca_leaves_even_while_an_exporter_lags():
     api = StackApi([node("w1")])
     current = monitoring.make_certificates([SERVICE])
-    old = monitoring.make_certificates([SERVICE], now=NOW - datetime.timedelta(days=monitoring.CERTIFICATE_DAYS + 1))
+    old = monitoring.make_certificates([SERVICE], now=NOW - datetime.timedelta(days=monitoring_objects.CERTIFICATE_DAYS + 1))
     live = monitoring.make_certificates([SERVICE], now=NOW - datetime.timedelta(days=100))
     pem = dict(current, **{"ca.crt": current["ca.crt"] + old["ca.crt"] + live["ca.crt"]})
     api.store[SECRET] = {"kind": "Secret", "metadata": {"name": "numa-exporter-tls",
-                                                        "annotations": {monitoring.ROTATION_ANNOTATION: "x"}},
+                                                        "annotations": {monitoring_objects.ROTATION_ANNOTATION: "x"}},
                          "data": encoded(pem)}
     api.served = {"w1": leaf_sha256(live["tls.crt"])}
     result = monitoring.run(api, dict(PARAMS, wait=False), False, no_wait)
     assert result["tls"].endswith("; the old CA left ca.crt (expired)")
     secret = api.store[SECRET]
     assert decoded(secret)["ca.crt"] == current["ca.crt"] + live["ca.crt"]
-    assert secret["metadata"]["annotations"] == {monitoring.ROTATION_ANNOTATION: "x"}, "a rotation still under way"
+    assert secret["metadata"]["annotations"] == {monitoring_objects.ROTATION_ANNOTATION: "x"}, "a rotation still under way"
 
 
 def test_a_renewal_drops_expired_cas_and_a_broken_secret_is_made_anew():
     api = StackApi([node("w1")])
     expired = monitoring.make_certificates([SERVICE],
-                                           now=NOW - datetime.timedelta(days=monitoring.CERTIFICATE_DAYS + 1))
+                                           now=NOW - datetime.timedelta(days=monitoring_objects.CERTIFICATE_DAYS + 1))
     api.store[SECRET] = {"kind": "Secret", "metadata": {"name": "numa-exporter-tls"}, "data": encoded(expired)}
     result = monitoring.run(api, dict(PARAMS, wait=False), False, no_wait)
     assert "its tls.crt expired on " in result["tls"] and "old CA stays" not in result["tls"]
@@ -528,7 +528,7 @@ def test_a_renewal_drops_expired_cas_and_a_broken_secret_is_made_anew():
 
 def test_without_the_operator_the_run_stops_before_anything_is_applied():
     api = StackApi([node("w1")], operator=False)
-    with pytest.raises(monitoring.MonitoringError) as caught:
+    with pytest.raises(monitoring_objects.MonitoringError) as caught:
         monitoring.run(api, PARAMS, False, no_wait)
     assert "does not serve monitoring.coreos.com/v1" in caught.value.problems[0]
     assert "without_operator: service" in caught.value.problems[0]
@@ -538,7 +538,7 @@ def test_without_the_operator_the_run_stops_before_anything_is_applied():
 def test_without_cryptography_the_run_stops_before_anything_is_applied(monkeypatch):
     monkeypatch.setattr(monitoring, "HAS_CRYPTOGRAPHY", False)
     api = StackApi([node("w1")])
-    with pytest.raises(monitoring.MonitoringError) as caught:
+    with pytest.raises(monitoring_objects.MonitoringError) as caught:
         monitoring.run(api, PARAMS, False, no_wait)
     assert caught.value.problems == ["checking and making the exporter's TLS Secret needs the Python library "
                                      "cryptography where the module runs: install it there (python3-cryptography, "
@@ -606,7 +606,7 @@ def test_the_readiness_check_proves_authentication_is_in_force():
 def test_a_users_secret_that_cannot_serve_is_refused_and_never_replaced():
     api = StackApi([node("w1")])
     api.store["/api/v1/namespaces/volcano-system/secrets/mine"] = {"kind": "Secret", "data": {"tls.crt": "eA=="}}
-    with pytest.raises(monitoring.MonitoringError) as caught:
+    with pytest.raises(monitoring_objects.MonitoringError) as caught:
         monitoring.run(api, dict(PARAMS, tls_secret="mine"), False, no_wait)
     assert "tls_secret" in caught.value.problems[0] and "no ca.crt, tls.key" in caught.value.problems[0]
     assert kinds(api) == [], "not even the namespaces"
@@ -669,7 +669,7 @@ def test_the_healthz_fingerprint_is_the_modules():
 ])
 def test_options_are_refused_before_any_request(change, words):
     api = StackApi([node("w1")])
-    with pytest.raises(monitoring.MonitoringError, match=words):
+    with pytest.raises(monitoring_objects.MonitoringError, match=words):
         monitoring.run(api, dict(PARAMS, **change), False, no_wait)
     assert api.calls == [], "nothing was asked of the API server"
 

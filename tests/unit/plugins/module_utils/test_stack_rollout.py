@@ -100,7 +100,7 @@ def test_bad_shares_are_refused_with_every_option_named_before_any_request():
     with pytest.raises(resource_plugin.PluginError) as caught:
         resource_plugin.check_params(dict(PARAMS, max_unavailable="0%", unavailable_nodes_allowed="half"))
     assert [p.split(" must")[0] for p in caught.value.problems] == ["max_unavailable", "unavailable_nodes_allowed"]
-    with pytest.raises(monitoring.MonitoringError, match="max_unavailable must be"):
+    with pytest.raises(monitoring_objects.MonitoringError, match="max_unavailable must be"):
         monitoring.check_params(dict(MONITORING, max_unavailable=0))
     assert any("unavailable_nodes_allowed must be" in p for p in volcano_stack.option_problems(
         {"namespace": "volcano-system", "unavailable_nodes_allowed": "200%"}))
@@ -246,7 +246,7 @@ def test_the_share_never_covers_every_selected_node():
         resource_plugin.run(fleet(3, down=["w00", "w01", "w02"]), dict(PARAMS, unavailable_nodes_allowed=5), False,
                             no_wait)
     api = StackApi([node("w%02d" % i, ready="Unknown") for i in range(3)])
-    with pytest.raises(monitoring.MonitoringError, match="at least one selected node must be proven"):
+    with pytest.raises(monitoring_objects.MonitoringError, match="at least one selected node must be proven"):
         monitoring.run(api, dict(MONITORING, unavailable_nodes_allowed="100%"), False, no_wait)
     assert not kinds_applied(api)
     result = resource_plugin.run(fleet(3, down=["w00", "w01"]), dict(PARAMS, unavailable_nodes_allowed="100%"),
