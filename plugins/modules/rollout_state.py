@@ -282,6 +282,7 @@ problems:
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.numa.kube.plugins.module_utils.node import rollout
+from ansible_collections.numa.kube.plugins.module_utils.node import durable
 from ansible_collections.numa.kube.plugins.module_utils.node import rollout_owner
 
 
@@ -313,14 +314,14 @@ def main():
     params = module.params
     try:
         result = rollout.run_state(
-            rollout.Node("/"), params["state"], folder=params["folder"], files=params["files"],
+            durable.Node("/"), params["state"], folder=params["folder"], files=params["files"],
             services=params["services"], unschedulable=params["unschedulable"], reason=params["reason"],
             step=params["step"], owner=params["owner"], lease=params["lease"], take_over=params["take_over"],
             check_mode=module.check_mode)
     except rollout.OwnerRefused as exc:
         module.fail_json(msg=" | ".join(exc.problems), problems=exc.problems, owner=exc.owner or {},
                          owner_expired=False, owner_age=exc.owner_age)
-    except rollout.RolloutError as exc:
+    except durable.DurableError as exc:  # RolloutError too (a marker that cannot be read or trusted)
         module.fail_json(msg=" | ".join(exc.problems), problems=exc.problems)
     except (IOError, OSError) as exc:
         module.fail_json(msg="rollout record in %s: %s" % (params["folder"], exc))

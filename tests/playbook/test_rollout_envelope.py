@@ -24,6 +24,7 @@ import pytest
 import yaml
 
 from ansible_collections.numa.kube.plugins.module_utils.node import rollout
+from ansible_collections.numa.kube.plugins.module_utils.node import durable
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 # recorded by begin's opening write, before the drain; "cordoned and drained" after the drain in
@@ -81,7 +82,7 @@ def plant_record(tmp_path, state="begin", **options):
     """Write the record a run left in tmp_path/record as numa.kube.rollout_state would (its own code,
     called here rather than through an ansible-playbook run of its own: the record is the tests'
     starting point, what the role then does with it is what they run the role for)."""
-    return rollout.run_state(rollout.Node("/"), state, folder=str(tmp_path / "record"), **options)
+    return rollout.run_state(durable.Node("/"), state, folder=str(tmp_path / "record"), **options)
 
 
 @pytest.fixture

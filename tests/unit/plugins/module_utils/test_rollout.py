@@ -12,6 +12,7 @@ import os
 import pytest
 
 from ansible_collections.numa.kube.plugins.module_utils.node import rollout
+from ansible_collections.numa.kube.plugins.module_utils.node import durable
 from ansible_collections.numa.kube.plugins.modules import rollout_state
 from ansible_collections.numa.kube.tests.unit.plugins.modules.module_runner import run
 
@@ -20,7 +21,7 @@ FOLDER = "/var/lib/numa-kube/rollout"
 
 @pytest.fixture
 def node(tmp_path):
-    return rollout.Node(str(tmp_path))
+    return durable.Node(str(tmp_path))
 
 
 def put(node, path, data, mode=0o644):
@@ -154,7 +155,7 @@ def test_module_begin_restore_finish_round_trip(tmp_path):
     failed, result = run(rollout_state, dict(common, state="restore"))
     assert not result["changed"], "a second restore has nothing to do"
     failed, result = run(rollout_state, dict(common, state="finish"))
-    assert result["changed"] and not result["active"] and os.listdir(folder) == [rollout.LOCK_NAME], \
+    assert result["changed"] and not result["active"] and os.listdir(folder) == [durable.LOCK_NAME], \
         "the copies and the marker are gone; the lock stays (a waiting run holds it open)"
     failed, result = run(rollout_state, dict(common, state="query"))
     assert not result["active"] and result["summary"] == "no change under way"

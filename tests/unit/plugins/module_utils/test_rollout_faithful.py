@@ -19,6 +19,7 @@ import tempfile
 import pytest
 
 from ansible_collections.numa.kube.plugins.module_utils.node import rollout
+from ansible_collections.numa.kube.plugins.module_utils.node import durable
 from ansible_collections.numa.kube.plugins.modules import rollout_state
 from ansible_collections.numa.kube.tests.unit.plugins.module_utils.test_rollout import put
 from ansible_collections.numa.kube.tests.unit.plugins.modules.module_runner import run
@@ -29,7 +30,7 @@ OWNER = {"run_id": "ctl:1:2", "controller": "ctl", "user": "u", "pid": 1, "pid_s
 
 @pytest.fixture
 def node(tmp_path):
-    return rollout.Node(str(tmp_path))
+    return durable.Node(str(tmp_path))
 
 
 def read(node, path):
@@ -132,7 +133,7 @@ def test_a_single_file_is_replaced_atomically(node, monkeypatch):
     call(node, "begin", files=["/etc/k/config"])
     put(node, "/etc/k/config", b"after\n")
     in_place = []
-    monkeypatch.setattr(rollout.Node, "write_in_place", lambda *args, **kwargs: in_place.append(args))
+    monkeypatch.setattr(durable.Node, "write_in_place", lambda *args, **kwargs: in_place.append(args))
     call(node, "restore")
     assert in_place == [] and read(node, "/etc/k/config") == b"before\n"
     assert os.stat(node.path("/etc/k/config")).st_ino != inode, "a new inode renamed into place"
@@ -204,9 +205,9 @@ def test_the_selinux_label_is_put_back(node, monkeypatch):
 
 
 def test_a_kernel_label_the_record_lacks_is_no_difference():
-    assert rollout.xattrs_match({}, {"security.selinux": b"x"})
-    assert not rollout.xattrs_match({}, {"user.x": b"x"})
-    assert rollout.xattrs_match(None, {"user.x": b"x"}), "unknown (a version 1 record): left alone"
+    assert durable.xattrs_match({}, {"security.selinux": b"x"})
+    assert not durable.xattrs_match({}, {"user.x": b"x"})
+    assert durable.xattrs_match(None, {"user.x": b"x"}), "unknown (a version 1 record): left alone"
 
 
 def test_a_file_system_without_extended_attributes(node, monkeypatch):
@@ -232,7 +233,7 @@ def short_root():
 
 
 def test_folders_fifos_sockets_and_devices_are_refused_by_name(short_root):
-    node = rollout.Node(short_root)
+    node = durable.Node(short_root)
     os.makedirs(node.path("/etc/dir"))
     os.mkfifo(node.path("/etc/fifo"))
     sock = socket.socket(socket.AF_UNIX)
@@ -254,12 +255,12 @@ def test_folders_fifos_sockets_and_devices_are_refused_by_name(short_root):
 def test_a_device_is_refused(tmp_path):
     folder = str(tmp_path / "rollout")
     with pytest.raises(rollout.RolloutError, match="rollout file /dev/null is a character device"):
-        rollout.run_state(rollout.Node("/"), "begin", folder=folder, files=["/dev/null"])
+        rollout.run_state(durable.Node("/"), "begin", folder=folder, files=["/dev/null"])
     assert not os.path.exists(folder)
 
 
 def test_a_file_too_big_to_be_a_configuration_is_refused(node, monkeypatch):
-    monkeypatch.setattr(rollout, "MAX_FILE_BYTES", 10)
+    monkeypatch.setattr(durable, "MAX_FILE_BYTES", 10)
     put(node, "/var/big", b"x" * 11)
     with pytest.raises(rollout.RolloutError, match="rollout file /var/big has 11 bytes, more than the 10"):
         call(node, "begin", files=["/var/big"])
@@ -276,7 +277,7 @@ def test_a_file_too_big_to_be_a_configuration_is_refused(node, monkeypatch):
     ("/var//lib", "not in normal form"),
 ])
 def test_bad_folders_are_refused(tmp_path, folder, words):
-    node = rollout.Node(str(tmp_path))
+    node = durable.Node(str(tmp_path))
     for state in ("query", "begin", "finish"):
         with pytest.raises(rollout.RolloutError, match=words.replace("(", r"\(")):
             rollout.run_state(node, state, folder=folder)
@@ -332,8 +333,8 @@ def test_begin_syncs_the_copies_the_marker_and_their_folder(node, synced):
     put(node, "/etc/k/config", b"before\n")
     call(node, "begin", files=["/etc/k/config"])
     folder = node.path(FOLDER)
-    copy = os.path.join(folder, ".%s%s" % (rollout.saved_name("/etc/k/config"), rollout.TEMP_SUFFIX))
-    marker = os.path.join(folder, ".%s%s" % (rollout.MARKER_NAME, rollout.TEMP_SUFFIX))
+    copy = os.path.join(folder, ".%s%s" % (durable.saved_name("/etc/k/config"), durable.TEMP_SUFFIX))
+    marker = os.path.join(folder, ".%s%s" % (rollout.MARKER_NAME, durable.TEMP_SUFFIX))
     assert ("file", copy) in synced and ("file", marker) in synced
     assert synced.index(("file", copy)) < synced.index(("file", marker)), "the copy is on disk before the marker"
     assert synced.count(("folder", folder)) >= 2, "each rename made durable"
@@ -351,7 +352,7 @@ def test_restore_syncs_each_file_and_its_folder(node, synced):
     del synced[:]
     call(node, "restore")
     etc_k = node.path("/etc/k")
-    assert ("file", os.path.join(etc_k, ".config%s" % rollout.TEMP_SUFFIX)) in synced
+    assert ("file", os.path.join(etc_k, ".config%s" % durable.TEMP_SUFFIX)) in synced
     assert ("folder", etc_k) in synced
     assert ("file", node.path("/etc/h/shared")) in synced, "the in-place write is synced"
     assert ("folder", node.path("/etc/h")) in synced
@@ -420,11 +421,11 @@ def test_finish_leaves_no_fifo_or_device_opened(node, events):
     assert ("file", node.path("/etc/k/config")) not in events and ("folder", node.path("/etc/k")) in events
 
 
-class CutShortNode(rollout.Node):
+class CutShortNode(durable.Node):
     """A node whose run ends (power cut, kill) right after the first removal in the record's folder."""
 
     def remove(self, path):
-        rollout.Node.remove(self, path)
+        durable.Node.remove(self, path)
         raise KeyboardInterrupt("cut short after removing %s" % path)
 
 
@@ -439,21 +440,21 @@ def test_a_finish_cut_short_leaves_no_record_pointing_at_missing_copies(node, tm
     query = call(node, "query")
     assert not query["active"] and query["differs"] == []
     folder = node.path(FOLDER)
-    orphans = sorted(name for name in os.listdir(folder) if name != rollout.LOCK_NAME)
-    assert orphans == sorted([rollout.saved_name("/etc/k/config"), rollout.saved_name("/etc/k/other")])
+    orphans = sorted(name for name in os.listdir(folder) if name != durable.LOCK_NAME)
+    assert orphans == sorted([durable.saved_name("/etc/k/config"), durable.saved_name("/etc/k/other")])
     # a later change opens and finishes normally, and its finish sweeps the orphans
     put(node, "/etc/n/third", b"x\n")
     call(node, "begin", files=["/etc/n/third"])
     assert call(node, "finish")["changed"]
-    assert os.listdir(folder) == [rollout.LOCK_NAME]
+    assert os.listdir(folder) == [durable.LOCK_NAME]
 
 
 def test_finish_sweeps_only_what_the_record_leaves(node):
     call(node, "begin", files=[])
     folder = node.path(FOLDER)
     keep = ["notes.txt", "0123456789abcdef", ".lock"]
-    sweep = ["0123456789abcdef-config.yaml", ".config.yaml%s" % rollout.TEMP_SUFFIX,
-             ".%s%s" % (rollout.MARKER_NAME, rollout.TEMP_SUFFIX)]
+    sweep = ["0123456789abcdef-config.yaml", ".config.yaml%s" % durable.TEMP_SUFFIX,
+             ".%s%s" % (rollout.MARKER_NAME, durable.TEMP_SUFFIX)]
     for name in keep + sweep:
         with open(os.path.join(folder, name), "wb") as handle:
             handle.write(b"x")

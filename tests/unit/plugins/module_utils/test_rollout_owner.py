@@ -17,6 +17,7 @@ import time
 import pytest
 
 from ansible_collections.numa.kube.plugins.module_utils.node import rollout
+from ansible_collections.numa.kube.plugins.module_utils.node import durable
 from ansible_collections.numa.kube.plugins.module_utils.node import rollout_owner
 from ansible_collections.numa.kube.plugins.modules import rollout_state
 from ansible_collections.numa.kube.tests.unit.plugins.module_utils.test_rollout import put
@@ -352,7 +353,7 @@ def test_owner_gone_cannot_tell_from_a_proc_of_another_namespace(tmp_path):
 
 @pytest.fixture
 def node(tmp_path):
-    return rollout.Node(str(tmp_path))
+    return durable.Node(str(tmp_path))
 
 
 def begin(node, owner, files, now, **kwargs):
@@ -415,11 +416,11 @@ def test_take_over_of_a_live_owner(node, take_over):
 def test_a_record_of_the_previous_release_has_no_owner_and_is_taken_over(node):
     """Version 1 markers (no owner, regular files only) stay readable and become the caller's."""
     put(node, "/etc/a", b"before\n")
-    put(node, os.path.join(FOLDER, rollout.saved_name("/etc/a")), b"before\n")
+    put(node, os.path.join(FOLDER, durable.saved_name("/etc/a")), b"before\n")
     v1 = {"version": 1, "started": 5, "reason": "kubelet configuration", "unschedulable": False,
           "services": ["kubelet"], "steps": ["kubelet configuration"],
-          "files": [{"path": "/etc/a", "existed": True, "saved": rollout.saved_name("/etc/a"), "mode": 0o644,
-                     "uid": os.getuid(), "gid": os.getgid(), "sha256": rollout.sha256_bytes(b"before\n")},
+          "files": [{"path": "/etc/a", "existed": True, "saved": durable.saved_name("/etc/a"), "mode": 0o644,
+                     "uid": os.getuid(), "gid": os.getgid(), "sha256": durable.sha256_bytes(b"before\n")},
                     {"path": "/etc/new", "existed": False}]}
     put(node, os.path.join(FOLDER, rollout.MARKER_NAME), json.dumps(v1).encode())
     os.chmod(node.path("/etc/a"), 0o644)
@@ -522,11 +523,11 @@ def test_the_module_refuses_bad_owner_options(tmp_path, args, words):
 
 # two runs at once ---------------------------------------------------------------------------------
 
-class SlowNode(rollout.Node):
+class SlowNode(durable.Node):
     """A node whose marker write waits: the run holding the lock is caught in the middle of it."""
 
     def __init__(self, root, started, pause):
-        rollout.Node.__init__(self, root)
+        durable.Node.__init__(self, root)
         self.started = started
         self.pause = pause
 
@@ -534,7 +535,7 @@ class SlowNode(rollout.Node):
         if path.endswith(rollout.MARKER_NAME):
             self.started.set()
             time.sleep(self.pause)
-        return rollout.Node.write(self, path, *args, **kwargs)
+        return durable.Node.write(self, path, *args, **kwargs)
 
 
 def _begin_in_child(root, owner, files, started, pause, answers):
@@ -547,7 +548,7 @@ def _begin_in_child(root, owner, files, started, pause, answers):
 
 
 def test_two_runs_at_once_serialise_and_the_second_names_the_first(tmp_path):
-    node = rollout.Node(str(tmp_path))
+    node = durable.Node(str(tmp_path))
     put(node, "/etc/a", b"a\n")
     put(node, "/etc/b", b"b\n")
     context = multiprocessing.get_context("fork")
@@ -571,7 +572,7 @@ def test_two_runs_at_once_serialise_and_the_second_names_the_first(tmp_path):
 def test_two_calls_of_one_run_at_once_lose_nothing(tmp_path):
     """Without the lock the second call reads no marker while the first is writing, and the first's
     write then drops the second's file."""
-    node = rollout.Node(str(tmp_path))
+    node = durable.Node(str(tmp_path))
     put(node, "/etc/a", b"a\n")
     put(node, "/etc/b", b"b\n")
     context = multiprocessing.get_context("fork")
@@ -589,16 +590,16 @@ def test_two_calls_of_one_run_at_once_lose_nothing(tmp_path):
 
 
 def test_a_lock_held_too_long_is_named_and_nothing_is_written(tmp_path):
-    node = rollout.Node(str(tmp_path))
+    node = durable.Node(str(tmp_path))
     begin(node, A, [], now=1000)
     before = marker_bytes(node)
-    lock = node.path(os.path.join(FOLDER, rollout.LOCK_NAME))
+    lock = node.path(os.path.join(FOLDER, durable.LOCK_NAME))
     fd = os.open(lock, os.O_RDWR)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         started = time.monotonic()
         with pytest.raises(rollout.RolloutError, match=r"lock %s is still held by another process after 0.3 s"
-                           % os.path.join(FOLDER, rollout.LOCK_NAME)):
+                           % os.path.join(FOLDER, durable.LOCK_NAME)):
             rollout.run_state(node, "step", folder=FOLDER, step="x", owner=A, lock_wait=0.3)
         assert 0.3 <= time.monotonic() - started < 5
     finally:

@@ -16,6 +16,7 @@ import re
 import pytest
 
 from ansible_collections.numa.kube.plugins.module_utils.node import rollout
+from ansible_collections.numa.kube.plugins.module_utils.node import durable
 from ansible_collections.numa.kube.plugins.modules import rollout_state
 from ansible_collections.numa.kube.tests.unit.plugins.modules.module_runner import run
 
@@ -24,7 +25,7 @@ OWNER = {"run_id": "ctl:1:2", "controller": "ctl", "user": "u", "pid": 1, "pid_s
 
 def good_marker(tmp_path):
     """A marker this release writes: a regular file, a link and a file that did not exist."""
-    node = rollout.Node(str(tmp_path))
+    node = durable.Node(str(tmp_path))
     os.makedirs(node.path("/etc/k"))
     with open(node.path("/etc/k/real.conf"), "wb") as handle:
         handle.write(b"x\n")
@@ -176,7 +177,7 @@ def test_every_state_fails_cleanly_on_a_damaged_marker(tmp_path, name, change, w
     (b"\xff\xfe", "is damaged"),
 ])
 def test_markers_that_are_not_records(tmp_path, content, words):
-    node = rollout.Node(str(tmp_path))
+    node = durable.Node(str(tmp_path))
     os.makedirs(node.path("/rollout"))
     with open(node.path("/rollout/marker.json"), "wb") as handle:
         handle.write(content)
@@ -186,7 +187,7 @@ def test_markers_that_are_not_records(tmp_path, content, words):
 
 
 def test_a_marker_that_is_not_a_regular_file(tmp_path):
-    node = rollout.Node(str(tmp_path))
+    node = durable.Node(str(tmp_path))
     os.makedirs(node.path("/rollout/marker.json"))
     with pytest.raises(rollout.RolloutError, match="is not a regular file"):
         rollout.load_marker(node, "/rollout")
