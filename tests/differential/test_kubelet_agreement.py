@@ -22,8 +22,12 @@ import os
 import random
 from fractions import Fraction
 
-from ansible_collections.numa.kube.plugins.module_utils.kubelet.config import (KNOWN_FIELDS, KubeletConfigError,
-                                                                               dump_text, validate)
+from ansible_collections.numa.kube.plugins.module_utils.kubelet.config import (
+    KNOWN_FIELDS,
+    KubeletConfigError,
+    dump_text,
+    validate,
+)
 from ansible_collections.numa.kube.plugins.module_utils.kubelet.fields import (DEFAULTS, FEATURE_GATE_DEPENDENCIES,
                                                                                FEATURE_GATES, FLAGS, KUBELET_VERSION,
                                                                                TYPES)

@@ -10,11 +10,10 @@ import pytest
 import yaml
 
 from ansible_collections.numa.kube.plugins.module_utils.node.record import RecordError
-from ansible_collections.numa.kube.plugins.module_utils.kubelet.config import (
+from ansible_collections.numa.kube.plugins.module_utils.kubelet.config import KubeletConfigError, plan_change
+from ansible_collections.numa.kube.plugins.module_utils.kubelet.withdraw import (
     FALLBACK_FIELDS,
-    KubeletConfigError,
     check_record,
-    plan_change,
     plan_withdraw,
     record_present,
     without_config_dir,
