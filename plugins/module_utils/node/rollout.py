@@ -36,9 +36,9 @@ import stat
 import time
 
 from ansible_collections.numa.kube.plugins.module_utils.node import rollout_owner
+from ansible_collections.numa.kube.plugins.module_utils.node import durable
 from ansible_collections.numa.kube.plugins.module_utils.node.durable import (
     LOCK_WAIT,
-    MAX_FILE_BYTES,
     DurableError,
     decode_xattrs,
     encode_xattrs,
@@ -306,7 +306,7 @@ def _recordable(path, found):
                                                else "the change writes"))
     if "data" not in found or found["data"] is None:
         return ("rollout file %s has %d bytes, more than the %d the record keeps: it is not a configuration file; "
-                "leave it out of the change's files" % (path, found["size"], MAX_FILE_BYTES))
+                "leave it out of the change's files" % (path, found["size"], durable.MAX_FILE_BYTES))
     return None
 
 

@@ -598,7 +598,7 @@ def test_a_lock_held_too_long_is_named_and_nothing_is_written(tmp_path):
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         started = time.monotonic()
-        with pytest.raises(rollout.RolloutError, match=r"lock %s is still held by another process after 0.3 s"
+        with pytest.raises(durable.DurableError, match=r"lock %s is still held by another process after 0.3 s"
                            % os.path.join(FOLDER, durable.LOCK_NAME)):
             rollout.run_state(node, "step", folder=FOLDER, step="x", owner=A, lock_wait=0.3)
         assert 0.3 <= time.monotonic() - started < 5
