@@ -19,7 +19,7 @@ from collections import namedtuple
 
 from numa_agent.metrics.numa_metrics import Topology
 from ansible_collections.numa.kube.plugins.module_utils.numa.sysfs import (
-    SysfsReader, TopologyError, format_cpu_list, parse_cpu_list)
+    SysfsReader, SysfsError, format_cpu_list, parse_cpu_list)
 
 
 def device_ids(node, capacity):
@@ -104,7 +104,7 @@ class NodeHealth(object):
             return [], []
         try:
             online, nodes = self._read(signature)
-        except (TopologyError, ValueError) as exc:
+        except (SysfsError, ValueError) as exc:
             if signature == self.unreadable:
                 return [], []
             self.unreadable = signature

@@ -242,6 +242,7 @@ problems:
 import os
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.numa.kube.plugins.module_utils.errors import fail_with_problems as fail
 
 from ansible_collections.numa.kube.plugins.module_utils.node import record as applied_record
 from ansible_collections.numa.kube.plugins.module_utils.node import file_update
@@ -270,11 +271,6 @@ from ansible_collections.numa.kube.plugins.module_utils.kubelet.node import dete
 # the units that run each distribution's containerd, server flavour first
 SERVICES = {"rke2": ["rke2-server", "rke2-agent"], "k3s": ["k3s", "k3s-agent"]}
 RECORD = "/var/lib/numa-kube/applied/containerd-nri.json"
-
-
-def fail(module, problems):
-    problems = [problems] if isinstance(problems, str) else list(problems)
-    module.fail_json(msg=" | ".join(problems), problems=problems)
 
 
 def run_version(module, candidates):

@@ -263,6 +263,7 @@ problems:
 import os
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.numa.kube.plugins.module_utils.errors import fail_with_problems as fail
 
 from ansible_collections.numa.kube.plugins.module_utils.node import record as applied_record
 from ansible_collections.numa.kube.plugins.module_utils.node import file_update
@@ -289,11 +290,6 @@ from ansible_collections.numa.kube.plugins.module_utils.node.kernel_cmdline impo
 )
 
 RECORD = "/var/lib/numa-kube/applied/kernel.json"
-
-
-def fail(module, problems):
-    problems = [problems] if isinstance(problems, str) else list(problems)
-    module.fail_json(msg=" | ".join(problems), problems=problems)
 
 
 def _grubby_kernels(module):

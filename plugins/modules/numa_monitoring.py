@@ -295,14 +295,14 @@ rollout_seconds:
   sample: 12.5
 """
 
-from ansible_collections.numa.kube.plugins.module_utils.k8s.objects import KubeApiError
 from ansible_collections.numa.kube.plugins.module_utils.k8s.runner import (
     AUTH_ARGUMENT_SPEC,
     ROLLOUT_ARGUMENT_SPEC,
     connect,
+    run_stack_module,
     stack_module,
 )
-from ansible_collections.numa.kube.plugins.module_utils.stacks.monitoring import MonitoringError, run
+from ansible_collections.numa.kube.plugins.module_utils.stacks.monitoring import run
 
 
 def main():
@@ -339,22 +339,7 @@ def main():
     module = stack_module(argument_spec=argument_spec, supports_check_mode=True,
                           required_if=[("state", "present", ["image"])])
     api = connect(module, "numa-monitoring")
-    params = module.params
-    try:
-        result = run(api, params, module.check_mode, api.wait_for)
-    except MonitoringError as exc:
-        for warning in exc.result.pop("warnings", []):
-            module.warn(warning)
-        module.fail_json(msg="; ".join(exc.problems), problems=exc.problems, **exc.result)
-    except KubeApiError as exc:
-        module.fail_json(msg=str(exc))
-    for warning in result.pop("warnings", []):
-        module.warn(warning)
-    diff = result.pop("diff")
-    if module._diff:
-        result["diff"] = diff
-    result["kept"] = api.kept
-    module.exit_json(**result)
+    run_stack_module(module, api, lambda: run(api, module.params, module.check_mode, api.wait_for))
 
 
 if __name__ == "__main__":

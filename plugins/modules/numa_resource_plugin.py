@@ -208,17 +208,16 @@ rollout_seconds:
 """
 
 
-from ansible_collections.numa.kube.plugins.module_utils.k8s.objects import KubeApiError
 from ansible_collections.numa.kube.plugins.module_utils.k8s.runner import (
     AUTH_ARGUMENT_SPEC,
     ROLLOUT_ARGUMENT_SPEC,
     connect,
+    run_stack_module,
     stack_module,
 )
 from ansible_collections.numa.kube.plugins.module_utils.kubelet.labels import ALIGNED_SELECTOR
 from ansible_collections.numa.kube.plugins.module_utils.stacks.resource_plugin import (
     DEFAULT_SOCKET_DIR,
-    PluginError,
     check_params,
     run,
 )
@@ -247,23 +246,12 @@ def main():
     module = stack_module(argument_spec=argument_spec, supports_check_mode=True,
                           required_if=[("state", "present", ["image"])])
     api = connect(module, "numa-resource-plugin")
-    params = module.params
-    try:
-        check_params(params)
-        result = run(api, params, module.check_mode, api.wait_for)
-    except PluginError as exc:
-        for warning in exc.result.pop("warnings", []):
-            module.warn(warning)
-        module.fail_json(msg="; ".join(exc.problems), problems=exc.problems, **exc.result)
-    except KubeApiError as exc:
-        module.fail_json(msg=str(exc))
-    for warning in result.pop("warnings", []):
-        module.warn(warning)
-    diff = result.pop("diff")
-    if module._diff:
-        result["diff"] = diff
-    result["kept"] = api.kept
-    module.exit_json(**result)
+
+    def work():
+        check_params(module.params)
+        return run(api, module.params, module.check_mode, api.wait_for)
+
+    run_stack_module(module, api, work)
 
 
 if __name__ == "__main__":

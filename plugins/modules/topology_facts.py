@@ -185,7 +185,7 @@ ansible_facts:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.numa.kube.plugins.module_utils.numa.sysfs import SysfsReader, TopologyError
+from ansible_collections.numa.kube.plugins.module_utils.numa.sysfs import SysfsReader, SysfsError
 
 
 def main():
@@ -200,7 +200,7 @@ def main():
     reader = SysfsReader(module.params["sysfs_root"], module.params["procfs_root"])
     try:
         facts = reader.read(include_pci=module.params["include_pci"])
-    except (TopologyError, ValueError, OSError) as exc:
+    except (SysfsError, ValueError, OSError) as exc:
         module.fail_json(msg="could not read the NUMA topology under %s: %s" % (module.params["sysfs_root"], exc))
     module.exit_json(changed=False, ansible_facts={"numa_topology": facts})
 

@@ -334,11 +334,11 @@ wait_seconds:
 
 from ansible.module_utils.basic import missing_required_lib
 
-from ansible_collections.numa.kube.plugins.module_utils.k8s.objects import KubeApiError
 from ansible_collections.numa.kube.plugins.module_utils.k8s.runner import (
     AUTH_ARGUMENT_SPEC,
     ROLLOUT_ARGUMENT_SPEC,
     connect,
+    run_stack_module,
     stack_module,
 )
 from ansible_collections.numa.kube.plugins.module_utils.kubelet.labels import ALIGNED_SELECTOR
@@ -349,7 +349,6 @@ from ansible_collections.numa.kube.plugins.module_utils.stacks.nrt_scheduler_obj
     INFORMER_MODES,
     SCORING_STRATEGIES,
     STACK,
-    TopologyError,
 )
 
 
@@ -380,17 +379,7 @@ def main():
     if not HAS_YAML:
         module.fail_json(msg=missing_required_lib("PyYAML"))
     api = connect(module, STACK)
-    try:
-        result = run(api, module.params, module.check_mode, api.wait_for)
-    except (TopologyError, KubeApiError) as exc:
-        module.fail_json(msg=str(exc))
-    for warning in result.pop("warnings", []):
-        module.warn(warning)
-    diff = result.pop("diff")
-    if module._diff:
-        result["diff"] = diff
-    result["kept"] = api.kept
-    module.exit_json(**result)
+    run_stack_module(module, api, lambda: run(api, module.params, module.check_mode, api.wait_for))
 
 
 if __name__ == "__main__":

@@ -249,11 +249,11 @@ wait_seconds:
 from ansible.module_utils.basic import missing_required_lib
 from ansible.module_utils.urls import open_url
 
-from ansible_collections.numa.kube.plugins.module_utils.k8s.objects import KubeApiError
 from ansible_collections.numa.kube.plugins.module_utils.k8s.runner import (
     AUTH_ARGUMENT_SPEC,
     ROLLOUT_ARGUMENT_SPEC,
     connect,
+    run_stack_module,
     stack_module,
 )
 from ansible_collections.numa.kube.plugins.module_utils.kubelet.labels import ALIGNED_SELECTOR
@@ -319,22 +319,17 @@ def main():
     if not HAS_YAML:
         module.fail_json(msg=missing_required_lib("PyYAML"))
     text = read_manifest(module)
-    try:
+
+    def work():
         result = run(api, module.params, text, module.check_mode, api.wait_for)
-    except (VolcanoError, KubeApiError) as exc:
-        module.fail_json(msg=str(exc))
-    if result.get("numatopologies") == []:
-        module.warn("no Node matches publisher_node_selector %s: the Numatopology publisher runs nowhere and "
-                    "numa-aware has no node to use. Label the aligned nodes (numa.kube.node_labels, which site.yml "
-                    "runs for every node it prepares) or change publisher_node_selector"
-                    % (module.params["publisher_node_selector"],))
-    for warning in result.pop("warnings", []):
-        module.warn(warning)
-    diff = result.pop("diff")
-    if module._diff:
-        result["diff"] = diff
-    result["kept"] = api.kept
-    module.exit_json(**result)
+        if result.get("numatopologies") == []:
+            module.warn("no Node matches publisher_node_selector %s: the Numatopology publisher runs nowhere and "
+                        "numa-aware has no node to use. Label the aligned nodes (numa.kube.node_labels, which "
+                        "site.yml runs for every node it prepares) or change publisher_node_selector"
+                        % (module.params["publisher_node_selector"],))
+        return result
+
+    run_stack_module(module, api, work)
 
 
 if __name__ == "__main__":

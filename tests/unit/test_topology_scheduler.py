@@ -335,7 +335,7 @@ def test_the_lease_group_is_taken_out_of_a_mixed_rule_and_a_wildcard_over_leases
     assert nrt_objects.without_leases([{"apiGroups": ["*"], "resources": ["pods"], "verbs": ["get"]}]) == [
         {"apiGroups": ["*"], "resources": ["pods"], "verbs": ["get"]}], "a wildcard group over other resources stays"
     for resources in (["*"], ["leasecandidates"]):
-        with pytest.raises(nrt_objects.TopologyError, match="ClusterRole system:kube-scheduler has a rule for every API group "
+        with pytest.raises(nrt_objects.NrtSchedulerError, match="ClusterRole system:kube-scheduler has a rule for every API group "
                                                    "that covers leases"):
             nrt_objects.without_leases([{"apiGroups": ["*"], "resources": resources, "verbs": ["get"]}])
 
@@ -373,7 +373,7 @@ def test_a_missing_or_leasing_system_role_is_refused_before_anything_changes(crd
         del api.system[ROLES + role]
     else:
         api.system[ROLES + role]["rules"] = rules
-    with pytest.raises(nrt_objects.TopologyError, match=words + ".*nothing was applied"):
+    with pytest.raises(nrt_objects.NrtSchedulerError, match=words + ".*nothing was applied"):
         ts.run(api, params(crd_file), False, no_wait)
     assert api.changes() == []
 
@@ -473,7 +473,7 @@ def test_another_managers_crd_serving_v1alpha2_is_used_as_it_is_without_a_file(c
 def test_another_managers_crd_without_v1alpha2_is_refused_naming_it_before_anything_changes(crd_file):
     api = Cluster()
     api.put(foreign_crd(("v1alpha1",)))
-    with pytest.raises(nrt_objects.TopologyError) as caught:
+    with pytest.raises(nrt_objects.NrtSchedulerError) as caught:
         ts.run(api, params(crd_file), False, no_wait)
     assert str(caught.value).startswith(
         "CRD noderesourcetopologies.topology.node.k8s.io is installed and numa.kube did not make it (field managers "
@@ -496,7 +496,7 @@ def test_without_another_managers_crd_the_file_is_required(crd_file, installed):
     if installed:
         deployed(crd_file, api)
         api.calls = []
-    with pytest.raises(nrt_objects.TopologyError, match=r"^crd is required here: (no CRD|numa.kube installed CRD) "
+    with pytest.raises(nrt_objects.NrtSchedulerError, match=r"^crd is required here: (no CRD|numa.kube installed CRD) "
                                                r"noderesourcetopologies.topology.node.k8s.io.*nothing was applied. Set "
                                                r"crd to the path of noderesourcetopology-api's manifests/crd.yaml"):
         ts.run(api, params(None), False, no_wait)
@@ -521,7 +521,7 @@ def test_a_crd_file_that_is_not_the_nrt_crd_is_refused_before_any_request(tmp_pa
     path = tmp_path / "crd.yaml"
     path.write_text(text)
     api = Cluster()
-    with pytest.raises(nrt_objects.TopologyError) as caught:
+    with pytest.raises(nrt_objects.NrtSchedulerError) as caught:
         ts.run(api, params(str(path)), False, no_wait)
     assert "crd %s " % path in str(caught.value) and words in str(caught.value)
     assert api.calls == []
@@ -551,7 +551,7 @@ def test_a_topology_that_another_publisher_takes_over_mid_run_fails_the_proof_na
             Cluster._publish(self, daemonset)
             self.put(topology("w3", labels={}, meta=NFD))
 
-    with pytest.raises(nrt_objects.TopologyError, match="the NodeResourceTopology of 1 node is not as the scheduler needs it: w3: "
+    with pytest.raises(nrt_objects.NrtSchedulerError, match="the NodeResourceTopology of 1 node is not as the scheduler needs it: w3: "
                                                r"its NodeResourceTopology is written by another publisher \(field "
                                                "managers nfd-topology-updater\\), not numa.kube's"):
         ts.run(Racing(), params(crd_file), False, no_wait)
@@ -559,7 +559,7 @@ def test_a_topology_that_another_publisher_takes_over_mid_run_fails_the_proof_na
 
 def test_each_numa_node_needs_its_zone(crd_file):
     api = Cluster(zones=1)
-    with pytest.raises(nrt_objects.TopologyError) as caught:
+    with pytest.raises(nrt_objects.NrtSchedulerError) as caught:
         ts.run(api, params(crd_file, numa_nodes={"w1": [0, 1], "w3": [0]}), False, no_wait)
     assert str(caught.value).startswith("the NodeResourceTopology of 1 node is not as the scheduler needs it: w1: its "
                                         "zones of type Node are node-0, not one per NUMA node (node-0, node-1)")
@@ -681,7 +681,7 @@ def test_a_run_in_another_namespace_than_the_deployed_stack_is_refused_naming_it
     api, _result = deployed(crd_file)
     before = copy.deepcopy(api.store)
     api.calls = []
-    with pytest.raises(nrt_objects.TopologyError) as caught:
+    with pytest.raises(nrt_objects.NrtSchedulerError) as caught:
         ts.run(api, params(crd_file, namespace="numa-kube-nrt", state=state), False, no_wait)
     message = str(caught.value)
     assert message.startswith(
@@ -792,14 +792,14 @@ def test_absent_keeps_a_namespace_that_holds_others_objects(crd_file):
 ])
 def test_each_wrong_option_is_named_with_the_rule_and_the_fix_before_any_request(crd_file, changes, words):
     api = Cluster()
-    with pytest.raises(nrt_objects.TopologyError) as caught:
+    with pytest.raises(nrt_objects.NrtSchedulerError) as caught:
         ts.run(api, dict(params(crd_file), **changes), False, no_wait)
     assert words in str(caught.value)
     assert api.calls == []
 
 
 def test_every_problem_is_named_at_once_and_zero_turns_the_cache_off(crd_file):
-    with pytest.raises(nrt_objects.TopologyError) as caught:
+    with pytest.raises(nrt_objects.NrtSchedulerError) as caught:
         ts.run(Cluster(), params(crd_file, scoring_strategy="x", cache_resync_period=1, scheduler_image=""), False,
                no_wait)
     assert len(caught.value.problems) == 3

@@ -34,7 +34,7 @@ from numa_agent.metrics.locality import (
 from numa_agent.metrics.node import (
     MEMINFO_FIELDS, NUMASTAT_EVENTS, NodeCollector, parse_meminfo)
 from numa_agent.metrics.topology import Topology
-from ansible_collections.numa.kube.plugins.module_utils.numa.sysfs import TopologyError
+from ansible_collections.numa.kube.plugins.module_utils.numa.sysfs import SysfsError
 
 # what callers import from here (the agent, the tests, the benchmark), whichever file defines it
 __all__ = ["COMPATIBILITY", "CONTAINER_MODES", "Family", "MEMINFO_FIELDS", "NUMASTAT_EVENTS", "NUMA_STAT_TYPES",
@@ -73,7 +73,7 @@ class Scraper(object):
             return None
         try:
             topology = Topology(self.sysfs_root)
-        except (ValueError, TopologyError) as exc:
+        except (ValueError, SysfsError) as exc:
             return str(exc)
         self.topology, self.node = topology, NodeCollector(topology)
         return None

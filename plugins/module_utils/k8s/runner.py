@@ -11,6 +11,7 @@ __metaclass__ = type
 
 import os
 
+from ansible_collections.numa.kube.plugins.module_utils.errors import ProblemsError, fail_from
 from ansible_collections.numa.kube.plugins.module_utils.k8s.client import (
     DEFAULT_WAIT_CEILING,
     DEFAULT_WAIT_TIMEOUT,
@@ -151,3 +152,21 @@ def connect(module, stack=None):
         return KubeApi(module.params, stack=stack)
     except KubeApiError as exc:
         module.fail_json(msg=str(exc))
+
+
+def run_stack_module(module, api, work):
+    """Run a cluster-stack module's ``work()`` (its stack's run, returning the result) and end its
+    task the way every stack module does: the result's warnings as the task's, its diff only when
+    asked for, the objects it kept (there, and not numa.kube's) named; a refusal or an API error
+    ends the task with its problems and what was done before it."""
+    try:
+        result = work()
+    except (ProblemsError, KubeApiError) as exc:
+        fail_from(module, exc)
+    for warning in result.pop("warnings", []):
+        module.warn(warning)
+    diff = result.pop("diff")
+    if module._diff:
+        result["diff"] = diff
+    result["kept"] = api.kept
+    module.exit_json(**result)

@@ -14,6 +14,7 @@ import stat
 
 from ansible.module_utils.common.text.converters import to_bytes
 
+from ansible_collections.numa.kube.plugins.module_utils.errors import fail_with_problems
 from ansible_collections.numa.kube.plugins.module_utils.node import record as applied_record
 from ansible_collections.numa.kube.plugins.module_utils.node import file_update
 from ansible_collections.numa.kube.plugins.module_utils.kubelet.config import KubeletConfigError, plan_change
@@ -243,8 +244,7 @@ def machine_of(params):
 
 
 def refused(module, exc):
-    module.fail_json(msg="kubelet would refuse this configuration: " + " | ".join(exc.problems),
-                     problems=exc.problems)
+    fail_with_problems(module, exc.problems, "kubelet would refuse this configuration: ")
 
 
 def present(module, online, record_file, record, side):

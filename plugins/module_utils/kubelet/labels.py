@@ -18,6 +18,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+from ansible_collections.numa.kube.plugins.module_utils.errors import ProblemsError
 from ansible_collections.numa.kube.plugins.module_utils.k8s.objects import (
     FIELD_MANAGER,
     KubeApiError,
@@ -46,13 +47,9 @@ MERGE_PATCH = "application/merge-patch+json"
 _REFUSED = (401, 403)
 
 
-class NodeLabelsError(Exception):
+class NodeLabelsError(ProblemsError):
     """The labels cannot be put right; the message says what, why and the fix. Nothing was changed
     unless ``result`` says so."""
-
-    def __init__(self, message, result=None):
-        super(NodeLabelsError, self).__init__(message)
-        self.result = result or {}
 
 
 def in_force(config, field):

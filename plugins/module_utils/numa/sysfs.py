@@ -31,7 +31,7 @@ _PCI_KINDS = (
 )
 
 
-class TopologyError(Exception):
+class SysfsError(Exception):
     """sysfs is missing or unreadable where a value is required."""
 
 
@@ -175,7 +175,7 @@ class SysfsReader(object):
                 if online == "1":
                     cpus.append(int(os.path.basename(path)[3:]))
             if not cpus:
-                raise TopologyError("no CPUs found under %s" % self._path("devices/system/cpu"))
+                raise SysfsError("no CPUs found under %s" % self._path("devices/system/cpu"))
             return sorted(cpus)
         return parse_cpu_list(text)
 

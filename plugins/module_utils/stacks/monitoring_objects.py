@@ -11,6 +11,7 @@ __metaclass__ = type
 
 import json
 
+from ansible_collections.numa.kube.plugins.module_utils.errors import ProblemsError
 from ansible_collections.numa.kube.plugins.module_utils.k8s.waiting import max_unavailable
 from ansible_collections.numa.kube.plugins.module_utils.stacks.daemonset import DEFAULT_MAX_UNAVAILABLE, DEFAULT_TOLERATIONS
 
@@ -57,13 +58,8 @@ EXPORTER_REFUSAL = "no bearer token"
 EXPORTER_CONTAINERS = ("all", "exclusive", "none")
 
 
-class MonitoringError(Exception):
+class MonitoringError(ProblemsError):
     """The stack cannot be deployed as asked; ``problems`` says why."""
-
-    def __init__(self, problems, result=None):
-        super(MonitoringError, self).__init__("; ".join(problems))
-        self.problems = problems
-        self.result = result or {}
 
 
 def labels(params, extra=None):

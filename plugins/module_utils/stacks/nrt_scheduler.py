@@ -76,7 +76,7 @@ from ansible_collections.numa.kube.plugins.module_utils.stacks.nrt_scheduler_obj
     SCHEDULER_BINARY,
     STACK,
     ZONE_NAME,
-    TopologyError,
+    NrtSchedulerError,
     check_options,
     config_digest,
     config_text,
@@ -144,7 +144,7 @@ def foreign_topology(api, names):
 
 
 def namespace_conflict(api, params, what):
-    """TopologyError when numa.kube's topology stack runs in another namespace than ``namespace``:
+    """NrtSchedulerError when numa.kube's topology stack runs in another namespace than ``namespace``:
     its cluster-scoped objects (bindings, the own-node policy) are one per cluster, and a run here
     would point them at this namespace and strand the scheduler and publisher there (or, absent,
     take their rights and leave them). Found by the subjects of the stack's ClusterRoleBindings."""
@@ -177,7 +177,7 @@ def namespace_conflict(api, params, what):
                 there, "; ".join(bindings), ", ".join(running) + " still there" if running else
                 "no Deployment or DaemonSet of it left there", params["namespace"],
                 "deploying" if what == "applied" else "removing it", there, what, there, there))
-    raise TopologyError(problems)
+    raise NrtSchedulerError(problems)
 
 
 def crd_plan(api, params, crd):
@@ -188,7 +188,7 @@ def crd_plan(api, params, crd):
     foreign = live is not None and not owned(live, STACK) and not params.get("adopt")
     if foreign:
         if not serves(live, NRT.version):
-            raise TopologyError(
+            raise NrtSchedulerError(
                 "CRD %s is installed and numa.kube did not make it (%s); it serves %s, and NodeResourceTopologyMatch "
                 "reads %s: nothing was applied. Upgrade what installed it (for NFD's topology-updater, a release "
                 "with the v1alpha2 API), or remove it and give crd so that numa.kube installs %s"
@@ -197,7 +197,7 @@ def crd_plan(api, params, crd):
         return None, live, {"name": CRD_NAME, "numa_kube": False, "manager": manager_of(live)}
     if crd is None:
         state = "no CRD %s is installed" % CRD_NAME if live is None else "numa.kube installed CRD %s" % CRD_NAME
-        raise TopologyError("crd is required here: %s, and numa.kube applies it from that file; nothing was applied. "
+        raise NrtSchedulerError("crd is required here: %s, and numa.kube applies it from that file; nothing was applied. "
                             "Set crd to the path of %s" % (state, CRD_SOURCE))
     return crd, live, {"name": CRD_NAME, "numa_kube": True, "manager": "numa.kube"}
 
@@ -220,14 +220,14 @@ def _deploy(api, params, crd, check_mode, wait_for):
     crd, live_crd, crd_entry = crd_plan(api, params, crd)
     rules = scheduler_rules(api)
     if params["wait"]:
-        nodes = selected_nodes(api, params, NRT, TopologyError)
+        nodes = selected_nodes(api, params, NRT, NrtSchedulerError)
     else:
         nodes = api.nodes(params.get("publisher_node_selector"))
     names = [node["metadata"]["name"] for node in nodes]
     # the objects of another publisher are read where they can be: not before the CRD is there
     foreign = foreign_topology(api, names) if live_crd is not None and serves(live_crd, NRT.version) else {}
     covered = [node for node in nodes if node["metadata"]["name"] not in foreign]
-    selection = unavailable(params, covered, TopologyError) if params["wait"] else None
+    selection = unavailable(params, covered, NrtSchedulerError) if params["wait"] else None
     text = config_text(params)
     result = StackResult(crd=crd_entry, foreign_topology_nodes=foreign, scheduler_config_sha256=config_digest(text))
     if foreign:
@@ -267,7 +267,7 @@ def _deploy(api, params, crd, check_mode, wait_for):
         _stale_cleanup(api, params, check_mode, result)
         return result
     result["wait_seconds"] = {describe(scheduler[-1]): _wait_scheduler(api, params, scheduler[-1], wait_for)}
-    wait_rollout(api, params, publisher[-1], selection, wait_for, TopologyError)
+    wait_rollout(api, params, publisher[-1], selection, wait_for, NrtSchedulerError)
     # the publisher no longer runs where it ran before: its objects there would be read as current
     _stale_cleanup(api, params, check_mode, result)
     result["topology_nodes"] = _wait_topologies(api, params, selection, wait_for, result)
@@ -285,7 +285,7 @@ def _wait_established(api, params, wait_for):
 
     outcome = wait_for(check, params["wait_timeout"], progress=lambda value: value[1])
     if not outcome[0]:
-        raise TopologyError("CRD %s was applied but the API server does not serve it (%s): %s; see kubectl describe "
+        raise NrtSchedulerError("CRD %s was applied but the API server does not serve it (%s): %s; see kubectl describe "
                             "crd %s" % (CRD_NAME, outcome[1][0], why_waiting_ended(outcome, params["wait_timeout"]),
                                         CRD_NAME))
 
@@ -299,7 +299,7 @@ def _wait_scheduler(api, params, deployment, wait_for):
 
     outcome = wait_for(check, params["wait_timeout"], progress=lambda value: value[1])
     if not outcome[0]:
-        raise TopologyError("%s did not become available (%s; %s): see kubectl -n %s logs deployment/%s (a "
+        raise NrtSchedulerError("%s did not become available (%s; %s): see kubectl -n %s logs deployment/%s (a "
                             "configuration kube-scheduler refuses, an image without %s, or one it cannot pull)"
                             % (describe(deployment), why_waiting_ended(outcome, params["wait_timeout"]),
                                outcome[1][0], params["namespace"], SCHEDULER, SCHEDULER_BINARY))
@@ -357,7 +357,7 @@ def _wait_topologies(api, params, selection, wait_for, result):
     warn_down(result, down)
     if not outcome[0]:
         left = sorted(outcome[1].items())
-        raise TopologyError("the %s of %d node%s %s not as the scheduler needs it: %s; %s; see the publisher's logs "
+        raise NrtSchedulerError("the %s of %d node%s %s not as the scheduler needs it: %s; %s; see the publisher's logs "
                             "(kubectl -n %s logs ds/%s)" % (
                                 NRT.kind, len(left), "" if len(left) == 1 else "s", "is" if len(left) == 1 else "are",
                                 "; ".join("%s: %s" % item for item in left[:10]) + (

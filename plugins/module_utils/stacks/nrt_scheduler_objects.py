@@ -101,7 +101,7 @@ RETIRED = [{"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBi
             "metadata": {"name": "numa-kube:%s:kube-scheduler" % SCHEDULER}}]
 
 
-class TopologyError(ProblemsError):
+class NrtSchedulerError(ProblemsError):
     """The stack cannot be deployed or removed as asked; ``problems`` says why and what to do."""
 
 
@@ -240,23 +240,23 @@ def serves(crd, version):
 
 def read_crd(path):
     """The NRT CRD from the file at ``path``, as numa.kube applies it (no status, no creation
-    time); TopologyError naming the file, the rule and the fix."""
+    time); NrtSchedulerError naming the file, the rule and the fix."""
     if yaml is None:
-        raise TopologyError("the PyYAML Python library is needed to read crd %s: install it where the module runs"
+        raise NrtSchedulerError("the PyYAML Python library is needed to read crd %s: install it where the module runs"
                             % path)
     try:
         with open(path) as handle:
             text = handle.read()
     except (IOError, OSError) as exc:
-        raise TopologyError("crd %s cannot be read (%s): give the path, on the host the module runs on, of %s"
+        raise NrtSchedulerError("crd %s cannot be read (%s): give the path, on the host the module runs on, of %s"
                             % (path, exc, CRD_SOURCE))
     try:
         documents = list(yaml.safe_load_all(text))
     except yaml.YAMLError as exc:
-        raise TopologyError("crd %s is not valid YAML (%s): give %s" % (path, exc, CRD_SOURCE))
+        raise NrtSchedulerError("crd %s is not valid YAML (%s): give %s" % (path, exc, CRD_SOURCE))
     problems = crd_problems(documents, path)
     if problems:
-        raise TopologyError(problems)
+        raise NrtSchedulerError(problems)
     doc = copy.deepcopy([d for d in documents if d is not None][0])
     doc.pop("status", None)
     doc["metadata"].pop("creationTimestamp", None)
@@ -265,16 +265,16 @@ def read_crd(path):
 
 def check_options(params):
     """The CRD to apply (None when not given or for absent), once every option is right;
-    TopologyError listing every problem otherwise. Nothing is asked of the API server."""
+    NrtSchedulerError listing every problem otherwise. Nothing is asked of the API server."""
     problems = option_problems(params)
     crd = None
     if params.get("state") == "present" and params.get("crd"):
         try:
             crd = read_crd(params["crd"])
-        except TopologyError as exc:
+        except NrtSchedulerError as exc:
             problems.extend(exc.problems)
     if problems:
-        raise TopologyError(problems)
+        raise NrtSchedulerError(problems)
     return crd
 
 
@@ -333,7 +333,7 @@ def covers_leases(rule):
 
 def without_leases(rules):
     """``rules`` (a ClusterRole's) less coordination.k8s.io: that group taken out of each rule, a
-    rule left without a group dropped. TopologyError when a rule of every group (``*``) covers
+    rule left without a group dropped. NrtSchedulerError when a rule of every group (``*``) covers
     leases: no list of rules keeps it and leaves leases out."""
     kept = []
     for rule in rules or []:
@@ -342,7 +342,7 @@ def without_leases(rules):
             kept.append(copy.deepcopy(rule))
             continue
         if "*" in groups and covers_leases(rule):
-            raise TopologyError(
+            raise NrtSchedulerError(
                 "ClusterRole %s has a rule for every API group that covers leases (%r): numa.kube gives the scheduler "
                 "that role's rules less %s (leases, leasecandidates), which such a rule cannot leave out; nothing was "
                 "applied. Put back the role the API server's bootstrap policy makes (it reconciles it at start while "
@@ -356,21 +356,21 @@ def without_leases(rules):
 
 def scheduler_rules(api):
     """The scheduler's rules besides reading NodeResourceTopologies: those of the live
-    system:kube-scheduler less coordination.k8s.io (without_leases). TopologyError, before anything
+    system:kube-scheduler less coordination.k8s.io (without_leases). NrtSchedulerError, before anything
     is applied, when that role or system:volume-scheduler (bound as it is) is missing, or when the
     latter grants anything of coordination.k8s.io."""
     found = {}
     for name in (KUBE_SCHEDULER_ROLE, VOLUME_SCHEDULER_ROLE):
         found[name] = api.get(_role_path(name))
         if found[name] is None:
-            raise TopologyError(
+            raise NrtSchedulerError(
                 "ClusterRole %s is not in the cluster: the scheduler gets kube-scheduler's rights as the API server "
                 "keeps them for its version (its RBAC bootstrap policy makes that role); nothing was applied. Check "
                 "that the API server runs with RBAC authorization, and run again" % name)
     leasing = [rule for rule in found[VOLUME_SCHEDULER_ROLE].get("rules") or []
                if covers_leases(rule) or LEASE_GROUP in (rule.get("apiGroups") or [])]
     if leasing:
-        raise TopologyError(
+        raise NrtSchedulerError(
             "ClusterRole %s grants %s (%s): numa.kube binds that role to the scheduler as it is, and the scheduler "
             "takes no lease; nothing was applied. Put back the role the API server's bootstrap policy makes (it "
             "reconciles it at start while its annotation rbac.authorization.kubernetes.io/autoupdate is true)"
@@ -459,5 +459,5 @@ def leave_out(nodes):
 def publisher_objects(params, foreign=()):
     """The publisher's objects (node_publisher.publisher_objects), its DaemonSet last, kept off
     the ``foreign`` nodes (whose NodeResourceTopology another publisher writes)."""
-    return node_publisher.publisher_objects(params, PUBLISHER, "nrt-publisher", NRT, PUBLISHER_POLICY, TopologyError,
+    return node_publisher.publisher_objects(params, PUBLISHER, "nrt-publisher", NRT, PUBLISHER_POLICY, NrtSchedulerError,
                                             affinity=leave_out(foreign))

@@ -14,6 +14,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+from ansible_collections.numa.kube.plugins.module_utils.errors import ProblemsError
 from ansible_collections.numa.kube.plugins.module_utils.k8s.client import bounded_map
 from ansible_collections.numa.kube.plugins.module_utils.k8s.objects import (
     check_namespace,
@@ -145,13 +146,8 @@ def allocatable_problems(node, capacity, expected=None, prefix=RESOURCE_PREFIX):
             for numa in ids if found.get(numa) != capacity]
 
 
-class PluginError(Exception):
+class PluginError(ProblemsError):
     """The stack cannot be deployed as asked; ``problems`` says why, node by node."""
-
-    def __init__(self, problems, result=None):
-        super(PluginError, self).__init__("; ".join(problems))
-        self.problems = problems
-        self.result = result or {}
 
 
 def check_params(params):

@@ -11,7 +11,7 @@ import pytest
 
 from ansible_collections.numa.kube.plugins.module_utils.numa.sysfs import (
     SysfsReader,
-    TopologyError,
+    SysfsError,
     format_cpu_list,
     parse_cpu_list,
 )
@@ -193,7 +193,7 @@ def test_include_pci_false_skips_devices(tmp_path):
 
 
 def test_missing_sysfs_is_an_error(tmp_path):
-    with pytest.raises(TopologyError):
+    with pytest.raises(SysfsError):
         SysfsReader(str(tmp_path / "nothing"), str(tmp_path)).read()
 
 
