@@ -9,7 +9,7 @@ __metaclass__ = type
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.numa.kube.plugins.module_utils.node.containerd_config import (
+from ansible_collections.numa.kube.plugins.module_utils.node.containerd_nri import (
     ContainerdConfigError,
     nri_disabled,
     parse_containerd_version,

@@ -246,7 +246,7 @@ from ansible_collections.numa.kube.plugins.module_utils.errors import fail_with_
 
 from ansible_collections.numa.kube.plugins.module_utils.node import record as applied_record
 from ansible_collections.numa.kube.plugins.module_utils.node import file_update
-from ansible_collections.numa.kube.plugins.module_utils.node.containerd_config import (
+from ansible_collections.numa.kube.plugins.module_utils.node.containerd_nri import (
     NRI_DEFAULTS,
     TEMPLATE_V2,
     TEMPLATE_V3,

@@ -104,3 +104,39 @@ def test_the_collections_modules_import_each_other_without_a_loop():
 def test_the_loop_finder_finds_one_made_inside_a_function():
     assert cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
     assert cycle({"a": {"b"}, "b": set(), "c": {"b"}}) is None
+
+
+# which subpackages of module_utils each may import: the layers of docs/architecture.md, lowest
+# first ("" is the shared files at the top: errors, quantity)
+ALLOWED = {
+    "": set(),
+    "k8s": {""},
+    "node": {""},
+    "numa": {"", "k8s"},
+    "kubelet": {"", "k8s", "node", "numa"},
+    "stacks": {"", "k8s", "node", "numa", "kubelet"},
+}
+
+
+def layer(module):
+    """The module_utils subpackage of a dotted module name ("" for a file at its top), None outside."""
+    head = PREFIX + "plugins.module_utils"
+    if not module.startswith(head + "."):
+        return None
+    parts = module[len(head) + 1:].split(".")
+    return parts[0] if len(parts) > 1 else ""
+
+
+def test_each_layer_imports_only_the_layers_below_it():
+    known = sources()
+    wrong = []
+    for module, path in sorted(known.items()):
+        own = layer(module)
+        if own is None:
+            continue
+        assert own in ALLOWED, "module_utils/%s is a subpackage the floor plan does not name" % own
+        for other in sorted(imports(path, known)):
+            theirs = layer(other)
+            if theirs is not None and theirs != own and theirs not in ALLOWED[own]:
+                wrong.append("%s imports %s" % (module, other))
+    assert wrong == []

@@ -9,7 +9,7 @@ import tomllib
 
 import pytest
 
-from ansible_collections.numa.kube.plugins.module_utils.node.containerd_config import (
+from ansible_collections.numa.kube.plugins.module_utils.node.containerd_nri import (
     TEMPLATE_MARK,
     TEMPLATE_V2,
     TEMPLATE_V3,
@@ -172,7 +172,7 @@ def test_toml_value():
 
 
 def test_nri_disabled_reads_dumps_and_defaults():
-    from ansible_collections.numa.kube.plugins.module_utils.node.containerd_config import nri_disabled
+    from ansible_collections.numa.kube.plugins.module_utils.node.containerd_nri import nri_disabled
 
     assert nri_disabled(CONFIG_17) is True
     assert nri_disabled(plan_nri(CONFIG_17, V17)[0]) is False

@@ -8,7 +8,7 @@ __metaclass__ = type
 
 import pytest
 
-from ansible_collections.numa.kube.plugins.module_utils.node.containerd_config import (
+from ansible_collections.numa.kube.plugins.module_utils.node.containerd_nri import (
     TEMPLATE_MARK,
     check_nri_record,
     merge_nri_record,

@@ -11,7 +11,7 @@ import stat
 
 import pytest
 
-from ansible_collections.numa.kube.plugins.module_utils.node.containerd_config import (
+from ansible_collections.numa.kube.plugins.module_utils.node.containerd_nri import (
     ContainerdConfigError,
     check_socket_path,
     in_force_socket_path,
