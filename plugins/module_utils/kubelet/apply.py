@@ -12,7 +12,6 @@ __metaclass__ = type
 import os
 import stat
 
-from ansible.module_utils.common.text.converters import to_bytes
 
 from ansible_collections.numa.kube.plugins.module_utils.errors import fail_with_problems
 from ansible_collections.numa.kube.plugins.module_utils.node import record as applied_record
@@ -117,12 +116,8 @@ def replace_file(module, path, text, mode=None, backup=False, result=None):
     owner, mode and context, a new one gets ``mode``."""
     if backup and os.path.exists(path) and result is not None:
         result.setdefault("backup_files", []).append(module.backup_local(path))
-    folder = os.path.dirname(path)
-    temp = os.path.join(folder, ".%s.numa-kube.tmp" % os.path.basename(path))
-    with open(temp, "wb") as handle:
-        handle.write(to_bytes(text))
     existed = os.path.exists(path)
-    module.atomic_move(temp, path, unsafe_writes=module.params.get("unsafe_writes", False))
+    file_update.replace(module, path, text)
     if mode is not None or not existed:
         os.chmod(path, int(mode, 8) if mode else NEW_FLAG_FILE_MODE)
 

@@ -25,6 +25,15 @@ def diff(path, before, after):
                 after_header=path)
 
 
+def replace(module, path, data):
+    """Put ``data`` at ``path`` through a temporary file in its folder and Ansible's atomic move: an
+    existing file keeps its owner, mode and SELinux context."""
+    temp = os.path.join(os.path.dirname(path) or ".", ".%s.numa-kube.tmp" % os.path.basename(path))
+    with open(temp, "wb") as handle:
+        handle.write(to_bytes(data))
+    module.atomic_move(temp, path, unsafe_writes=module.params.get("unsafe_writes", False))
+
+
 def apply(module, path, before, after, changed, result, backup=False, make_dirs=False):
     """Write ``after`` to ``path`` when ``changed`` (not in check mode), then settle file attributes.
 
@@ -38,10 +47,7 @@ def apply(module, path, before, after, changed, result, backup=False, make_dirs=
             os.makedirs(directory, 0o755)
         if backup and before is not None:
             result["backup_file"] = module.backup_local(path)
-        temp = os.path.join(directory, ".%s.numa-kube.tmp" % os.path.basename(path))
-        with open(temp, "wb") as handle:
-            handle.write(to_bytes(after))
-        module.atomic_move(temp, path, unsafe_writes=module.params.get("unsafe_writes", False))
+        replace(module, path, after)
     if os.path.exists(path):
         file_args = module.load_file_common_arguments(module.params, path=path)
         changed = module.set_fs_attributes_if_different(file_args, changed)

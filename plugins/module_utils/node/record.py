@@ -49,12 +49,12 @@ import os
 import stat
 
 from ansible_collections.numa.kube.plugins.module_utils.errors import ProblemsError
+from ansible_collections.numa.kube.plugins.module_utils.node import durable
 
 DEFAULT_DIR = "/var/lib/numa-kube/applied"
 VERSION = 1
 DIR_MODE = 0o700
 FILE_MODE = 0o600
-TEMP_SUFFIX = ".numa-kube.tmp"
 
 _FIX = ("numa.kube writes this file itself: put back the copy the last run saved, or remove the file "
         "to let 'absent' use the part's documented fallback")
@@ -176,20 +176,8 @@ def write(path, data):
     check_place(path)
     if _read_bytes(path) == text and (os.stat(path).st_mode & 0o7777) == FILE_MODE:
         return False
-    temp = os.path.join(folder, ".%s%s" % (os.path.basename(path), TEMP_SUFFIX))
-    if os.path.lexists(temp):
-        os.unlink(temp)  # left by a run cut short
-    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), FILE_MODE)
-    try:
-        view = memoryview(text)
-        while view:
-            view = view[os.write(fd, view):]
-        os.fchmod(fd, FILE_MODE)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.rename(temp, path)
-    _sync_folder(folder)
+    # a temporary file beside it, synced, renamed into place, the folder synced: the rollout's writes
+    durable.Node("/").write(os.path.abspath(path), text, FILE_MODE)
     return True
 
 
