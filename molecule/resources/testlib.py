@@ -212,12 +212,13 @@ def run_playbook(args, timeout=1800):
     took = time.time() - started
     if not os.path.isdir(PLAYBOOK_LOGS):
         os.makedirs(PLAYBOOK_LOGS)
-    log = os.path.join(PLAYBOOK_LOGS, "%s-%d.log" % (time.strftime("%H%M%S", time.localtime(started)), os.getpid()))
+    name = "%s-%d-%d.log" % (time.strftime("%H%M%S", time.localtime(started)), os.getpid(), len(os.listdir(PLAYBOOK_LOGS)))
+    log = os.path.join(PLAYBOOK_LOGS, name)
     with open(log, "w") as handle:
-        handle.write("%s\n(took %d s, exit %d)\n%s\n%s" % (shlex.join(command), took, done.returncode, done.stdout,
-                                                          done.stderr))
-    print("\nplaybook run took %d s (exit %d, %s): %s" % (took, done.returncode, os.path.basename(log),
-                                                        " ".join(args)[:300]))
+        handle.write("%s\n(took %d s, exit %d)\n%s\n%s"
+                     % (shlex.join(command), took, done.returncode, done.stdout, done.stderr))
+    print("\nplaybook run took %d s (exit %d, %s): %s"
+          % (took, done.returncode, os.path.basename(log), " ".join(args)[:300]))
     print("\n".join("  " + line for line in slowest_tasks(done.stdout)))
     return done
 

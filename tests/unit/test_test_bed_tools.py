@@ -208,7 +208,7 @@ def test_a_tier_beside_the_others_runs_at_idle_priority_under_the_guard(tmp_path
                 with open("/proc/%d/cmdline" % pid, "rb") as handle:
                     argv = handle.read().split(b"\0")
                 if argv[0] == b"bash" and b"--body" in argv:  # the tier's body (timeout and chrt start it)
-                        policies.add((os.sched_getscheduler(pid), os.getpriority(os.PRIO_PROCESS, pid)))
+                    policies.add((os.sched_getscheduler(pid), os.getpriority(os.PRIO_PROCESS, pid)))
             except OSError:
                 continue
         time.sleep(0.1)
