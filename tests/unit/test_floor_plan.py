@@ -22,7 +22,7 @@ def sources():
     """{dotted module name: path} of every Python file in plugins/ and the node agent."""
     found = {}
     for top, dotted in ((os.path.join(ROOT, "plugins"), PREFIX + "plugins"), (os.path.join(ROOT, "agent", "numa_agent"),
-                                                                             "numa_agent")):
+                                                                              "numa_agent")):
         for folder, _dirs, files in os.walk(top):
             for name in files:
                 if name.endswith(".py"):

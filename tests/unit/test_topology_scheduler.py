@@ -298,7 +298,7 @@ def test_the_deployment_runs_the_binary_with_the_mounted_configuration_and_carri
     assert container["args"] == ["--config=/etc/numa-topology-scheduler/config.yaml", "--v=2"]
     assert "nodeSelector" not in template["spec"]
     pinned = by_kind(nrt_objects.scheduler_objects(params(crd_file, scheduler_node_selector={"infra": "true"},
-                                                 scheduler_verbosity=4)))["Deployment"][0]["spec"]["template"]["spec"]
+                                                          scheduler_verbosity=4)))["Deployment"][0]["spec"]["template"]["spec"]
     assert pinned["nodeSelector"] == {"infra": "true"} and pinned["containers"][0]["args"][-1] == "--v=4"
     assert container["volumeMounts"] == [{"name": "config", "mountPath": "/etc/numa-topology-scheduler",
                                           "readOnly": True}], "the folder, not a subPath: kubelet keeps it current"
@@ -336,7 +336,7 @@ def test_the_lease_group_is_taken_out_of_a_mixed_rule_and_a_wildcard_over_leases
         {"apiGroups": ["*"], "resources": ["pods"], "verbs": ["get"]}], "a wildcard group over other resources stays"
     for resources in (["*"], ["leasecandidates"]):
         with pytest.raises(nrt_objects.NrtSchedulerError, match="ClusterRole system:kube-scheduler has a rule for every API group "
-                                                   "that covers leases"):
+                           "that covers leases"):
             nrt_objects.without_leases([{"apiGroups": ["*"], "resources": resources, "verbs": ["get"]}])
 
 
@@ -345,9 +345,9 @@ def test_the_scheduler_role_is_read_from_the_live_one_and_shown_in_the_diff(crd_
     extra = {"apiGroups": ["resource.k8s.io"], "resources": ["resourceclaims"], "verbs": ["get", "list", "watch"]}
     api.system[ROLES + "system:kube-scheduler"]["rules"].append(extra)  # a newer server's rule
     api.put(dict(nrt_objects.RETIRED[0], roleRef={"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
-                                         "name": "system:kube-scheduler"},
+                                                  "name": "system:kube-scheduler"},
                  metadata=dict(nrt_objects.RETIRED[0]["metadata"], labels={MANAGED_BY_LABEL: "numa.kube",
-                                                                  STACK_LABEL: "topology"})))
+                                                                           STACK_LABEL: "topology"})))
     result = ts.run(api, params(crd_file), True, no_wait)
     role = [d for d in result["diff"] if d["after_header"] == "ClusterRole numa-kube:numa-topology-scheduler"][0]
     assert extra in role["after"]["rules"] and not [r for r in role["after"]["rules"] if grants_leases(r)]
@@ -380,7 +380,7 @@ def test_a_missing_or_leasing_system_role_is_refused_before_anything_changes(crd
 
 def test_the_publisher_writes_only_its_own_nodes_topology(crd_file):
     objects = by_kind(nrt_objects.publisher_objects(params(crd_file, publisher_node_selector={"numa.kube/aligned": "true"},
-                                                  max_unavailable=3)))
+                                                           max_unavailable=3)))
     (role,) = objects["ClusterRole"]
     assert [(r["resources"], r["verbs"]) for r in role["rules"]] == [
         (["noderesourcetopologies"], ["get", "create", "update"]), (["nodes"], ["get"]), (["nodes/configz"], ["get"])]
@@ -497,8 +497,8 @@ def test_without_another_managers_crd_the_file_is_required(crd_file, installed):
         deployed(crd_file, api)
         api.calls = []
     with pytest.raises(nrt_objects.NrtSchedulerError, match=r"^crd is required here: (no CRD|numa.kube installed CRD) "
-                                               r"noderesourcetopologies.topology.node.k8s.io.*nothing was applied. Set "
-                                               r"crd to the path of noderesourcetopology-api's manifests/crd.yaml"):
+                       r"noderesourcetopologies.topology.node.k8s.io.*nothing was applied. Set "
+                       r"crd to the path of noderesourcetopology-api's manifests/crd.yaml"):
         ts.run(api, params(None), False, no_wait)
     assert api.changes() == []
 
@@ -552,8 +552,8 @@ def test_a_topology_that_another_publisher_takes_over_mid_run_fails_the_proof_na
             self.put(topology("w3", labels={}, meta=NFD))
 
     with pytest.raises(nrt_objects.NrtSchedulerError, match="the NodeResourceTopology of 1 node is not as the scheduler needs it: w3: "
-                                               r"its NodeResourceTopology is written by another publisher \(field "
-                                               "managers nfd-topology-updater\\), not numa.kube's"):
+                       r"its NodeResourceTopology is written by another publisher \(field "
+                       "managers nfd-topology-updater\\), not numa.kube's"):
         ts.run(Racing(), params(crd_file), False, no_wait)
 
 

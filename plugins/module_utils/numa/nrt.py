@@ -86,7 +86,7 @@ topology-updater and the resource-topology-exporter update an existing object ke
 so an updater that starts after numa.kube's publisher leaves numa.kube's label on an object it now
 writes; the API server records who wrote ``zones`` and ``attributes`` in ``metadata.managedFields``.
 ``is_ours`` takes an object for numa.kube's only when no manager other than numa.kube's own (its
-publisher's ``PUBLISHER_FIELD_MANAGER``, its modules' ``kube_api.FIELD_MANAGER``) owns either.
+publisher's ``PUBLISHER_FIELD_MANAGER``, its modules' ``k8s.objects.FIELD_MANAGER``) owns either.
 """
 
 from __future__ import absolute_import, division, print_function

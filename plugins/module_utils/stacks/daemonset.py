@@ -20,6 +20,7 @@ DEFAULT_TOLERATIONS = [{"key": "CriticalAddonsOnly", "operator": "Exists"},
 DEFAULT_MAX_UNAVAILABLE = "10%"
 DEFAULT_UNAVAILABLE_NODES_ALLOWED = "5%"
 
+
 def share_problems(params):
     """What is wrong with max_unavailable and unavailable_nodes_allowed (shared by every stack
     with a DaemonSet)."""

@@ -74,6 +74,7 @@ except ImportError:  # reported by the module when it must make a certificate
 
 # --- the TLS Secret ------------------------------------------------------------------------------
 
+
 def _pem(obj):
     return obj.public_bytes(serialization.Encoding.PEM)
 

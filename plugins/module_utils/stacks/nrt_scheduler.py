@@ -94,8 +94,7 @@ from ansible_collections.numa.kube.plugins.module_utils.stacks.objects import (
     namespace_problem,
 )
 
-# which of numa.kube's stacks this is (kube_api.connect's stack): its objects carry it, and the
-# NodeResourceTopologies the publisher writes too
+
 # --- what the cluster holds ----------------------------------------------------------------------------
 
 def ours(obj):
@@ -198,7 +197,7 @@ def crd_plan(api, params, crd):
     if crd is None:
         state = "no CRD %s is installed" % CRD_NAME if live is None else "numa.kube installed CRD %s" % CRD_NAME
         raise NrtSchedulerError("crd is required here: %s, and numa.kube applies it from that file; nothing was applied. "
-                            "Set crd to the path of %s" % (state, CRD_SOURCE))
+                                "Set crd to the path of %s" % (state, CRD_SOURCE))
     return crd, live, {"name": CRD_NAME, "numa_kube": True, "manager": "numa.kube"}
 
 
@@ -286,8 +285,8 @@ def _wait_established(api, params, wait_for):
     outcome = wait_for(check, params["wait_timeout"], progress=lambda value: value[1])
     if not outcome[0]:
         raise NrtSchedulerError("CRD %s was applied but the API server does not serve it (%s): %s; see kubectl describe "
-                            "crd %s" % (CRD_NAME, outcome[1][0], why_waiting_ended(outcome, params["wait_timeout"]),
-                                        CRD_NAME))
+                                "crd %s" % (CRD_NAME, outcome[1][0], why_waiting_ended(outcome, params["wait_timeout"]),
+                                            CRD_NAME))
 
 
 def _wait_scheduler(api, params, deployment, wait_for):
@@ -300,9 +299,9 @@ def _wait_scheduler(api, params, deployment, wait_for):
     outcome = wait_for(check, params["wait_timeout"], progress=lambda value: value[1])
     if not outcome[0]:
         raise NrtSchedulerError("%s did not become available (%s; %s): see kubectl -n %s logs deployment/%s (a "
-                            "configuration kube-scheduler refuses, an image without %s, or one it cannot pull)"
-                            % (describe(deployment), why_waiting_ended(outcome, params["wait_timeout"]),
-                               outcome[1][0], params["namespace"], SCHEDULER, SCHEDULER_BINARY))
+                                "configuration kube-scheduler refuses, an image without %s, or one it cannot pull)"
+                                % (describe(deployment), why_waiting_ended(outcome, params["wait_timeout"]),
+                                   outcome[1][0], params["namespace"], SCHEDULER, SCHEDULER_BINARY))
     return round(outcome[2], 1)
 
 
@@ -358,11 +357,11 @@ def _wait_topologies(api, params, selection, wait_for, result):
     if not outcome[0]:
         left = sorted(outcome[1].items())
         raise NrtSchedulerError("the %s of %d node%s %s not as the scheduler needs it: %s; %s; see the publisher's logs "
-                            "(kubectl -n %s logs ds/%s)" % (
-                                NRT.kind, len(left), "" if len(left) == 1 else "s", "is" if len(left) == 1 else "are",
-                                "; ".join("%s: %s" % item for item in left[:10]) + (
-                                    "; and %d more" % (len(left) - 10) if len(left) > 10 else ""),
-                                why_waiting_ended(outcome, stall), params["namespace"], PUBLISHER))
+                                "(kubectl -n %s logs ds/%s)" % (
+                                    NRT.kind, len(left), "" if len(left) == 1 else "s", "is" if len(left) == 1 else "are",
+                                    "; ".join("%s: %s" % item for item in left[:10]) + (
+                                        "; and %d more" % (len(left) - 10) if len(left) > 10 else ""),
+                                    why_waiting_ended(outcome, stall), params["namespace"], PUBLISHER))
     return [name for name in names if name not in down]
 
 

@@ -34,7 +34,7 @@ except ImportError:  # reported by the module
     yaml = None
     HAS_YAML = False
 
-# which of numa.kube's stacks this is (kube_api.connect's stack): its objects carry it, and the
+# which of numa.kube's stacks this is (k8s.runner.connect's stack): its objects carry it, and the
 # NodeResourceTopologies the publisher writes too
 STACK = "topology"
 NRT = Published(NRT_API.partition("/")[0], NRT_API.partition("/")[2], NRT_COLLECTION.rsplit("/", 1)[1], NRT_KIND)
@@ -243,13 +243,13 @@ def read_crd(path):
     time); NrtSchedulerError naming the file, the rule and the fix."""
     if yaml is None:
         raise NrtSchedulerError("the PyYAML Python library is needed to read crd %s: install it where the module runs"
-                            % path)
+                                % path)
     try:
         with open(path) as handle:
             text = handle.read()
     except (IOError, OSError) as exc:
         raise NrtSchedulerError("crd %s cannot be read (%s): give the path, on the host the module runs on, of %s"
-                            % (path, exc, CRD_SOURCE))
+                                % (path, exc, CRD_SOURCE))
     try:
         documents = list(yaml.safe_load_all(text))
     except yaml.YAMLError as exc:

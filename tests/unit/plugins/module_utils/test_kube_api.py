@@ -194,8 +194,8 @@ def test_an_object_numa_kube_did_not_make_is_neither_taken_over_nor_deleted(http
     path = "/apis/apps/v1/namespaces/kube-system/daemonsets/kube-proxy"
     routes[path] = FOREIGN
     with pytest.raises(k8s_objects.OwnershipError, match=r"DaemonSet kube-system/kube-proxy exists and numa.kube did "
-                                                      r"not make it \(field managers kubeadm\): nothing was changed.*"
-                                                      r"set adopt: true"):
+                       r"not make it \(field managers kubeadm\): nothing was changed.*"
+                       r"set adopt: true"):
         api.apply(PROXY_DS)
     assert hits == [("GET", path)], "refused before any write"
     del hits[:]
@@ -330,8 +330,8 @@ def test_claim_names_every_foreign_object_before_anything_is_applied(http_api):
     configmap = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "kube-proxy", "namespace": "kube-system"}}
     account = {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "kube-proxy", "namespace": "kube-system"}}
     with pytest.raises(k8s_objects.OwnershipError, match=r"^ConfigMap kube-system/kube-proxy \(app.kubernetes.io/"
-                                                      r"managed-by=Helm\), DaemonSet kube-system/kube-proxy \(field "
-                                                      r"managers kubeadm\) exist and numa.kube did not make them"):
+                       r"managed-by=Helm\), DaemonSet kube-system/kube-proxy \(field "
+                       r"managers kubeadm\) exist and numa.kube did not make them"):
         api.claim([account, configmap, PROXY_DS])
     assert all(method == "GET" for method, _path in hits)
     api.adopt = True
