@@ -101,11 +101,19 @@ options:
     default: true
   wait_timeout:
     description:
-      - Seconds the whole task may take (1 to 3600); the requests, the write and the wait for the
-        scheduler share this one deadline. When it passes before the scheduler runs the new
-        configuration, the previous one is put back (see the description); that takes a few more requests.
+      - Seconds each wait may take (1 to 3600), as in every numa.kube module that reaches the API
+        server - here the wait for the scheduler to log the new configuration (C(reload)) or to finish
+        its restart (C(restart)). When it passes before the scheduler runs the new configuration, the
+        previous one is put back (see the description).
     type: int
     default: 180
+  wait_ceiling:
+    description:
+      - Seconds the whole task may take (1 to 86400, at least O(wait_timeout)); the requests, the
+        write and the waits share this one deadline. Putting the previous configuration back after a
+        failure takes a few more requests beyond it.
+    type: int
+    default: 600
   topology_policy:
     description:
       - The C(volcano.sh/numa-topology-policy) your pods will ask for; nodes whose kubelet runs
@@ -213,6 +221,7 @@ def main():
         scheduler_deployment=dict(type="str", default="volcano-scheduler"),
         wait=dict(type="bool", default=True),
         wait_timeout=dict(type="int", default=180),
+        wait_ceiling=dict(type="int", default=600),
         topology_policy=dict(type="str", choices=["best-effort", "restricted", "single-numa-node"]),
         node_selector=dict(type="dict", default={}),
     )
