@@ -316,28 +316,9 @@ def containerd_version(module, distribution, data_dir):
     return parse_containerd_version(version_text)
 
 
-def load_record(module):
-    """The record, checked, or None when there is none; refused when damaged."""
-    path = module.params["record"]
-    try:
-        record = applied_record.load(path)
-    except applied_record.RecordError as exc:
-        fail(module, exc.problems)
-    if record is not None:
-        problems = check_nri_record(record, path)
-        if problems:
-            fail(module, problems)
-    return record
-
-
-def save_record(module, record):
-    """Write ``record`` (None: remove the file); nothing in check mode. Returns whether it changes."""
-    return applied_record.save(module.params["record"], record, module.check_mode)
-
-
 def present(module):
     params = module.params
-    record = load_record(module)
+    record = applied_record.load_checked(module, module.params["record"], check_nri_record)
     distribution = detect(module)
     data_dir = params["data_dir"] or "/var/lib/rancher/%s" % distribution
     folder = os.path.join(data_dir, "agent", "etc", "containerd")
@@ -400,13 +381,13 @@ def present(module):
     result["changed"] = file_update.apply(module, path, current, new_text, changed, result,
                                           backup=params["backup"], make_dirs=True)
     if changed:
-        save_record(module, merge_nri_record(record, distribution, path, current, new_text))
+        applied_record.save_for(module, module.params["record"], merge_nri_record(record, distribution, path, current, new_text))
     return result
 
 
 def absent(module):
     params = module.params
-    record = load_record(module)
+    record = applied_record.load_checked(module, module.params["record"], check_nri_record)
     if record is None:
         return dict(changed=False, record=params["record"], record_found=False, restart_required=False,
                     removed_file=False, left=[],
@@ -460,7 +441,7 @@ def absent(module):
         path, "goes (numa.kube created it)" if removes else "gets its previous NRI settings back" if changed
         else "needs nothing put back", "on" if result["nri_enabled"] else "off", result["service"],
         "; left as they are: %s" % "; ".join(left) if left else ""))
-    result["changed"] = save_record(module, None) or changed
+    result["changed"] = applied_record.save_for(module, module.params["record"], None) or changed
     return result
 
 

@@ -359,31 +359,11 @@ def _grub_text(module):
     return current
 
 
-def _load_record(module, where):
-    """The record, checked, or None when there is none; refused when damaged or made elsewhere."""
-    path = module.params["record"]
-    try:
-        record = applied_record.load(path)
-    except applied_record.RecordError as exc:
-        fail(module, exc.problems)
-    if record is None:
-        return None
-    problems = check_record(record, path)
-    if not problems and where is not None:
-        problems = check_record_where(record, where, path)
-    if problems:
-        fail(module, problems)
-    return record
-
-
-def _save_record(module, record):
-    """Write ``record`` (None: remove the file); nothing in check mode. Returns whether it changes."""
-    return applied_record.save(module.params["record"], record, module.check_mode)
-
-
 def present(module, method, where, result):
     params = module.params
-    record = _load_record(module, where)
+    # a record made for another boot configuration (grub defaults or grubby) is refused too
+    checks = [check_record] + ([lambda found, path: check_record_where(found, where, path)] if where is not None else [])
+    record = applied_record.load_checked(module, params["record"], *checks)
     present_params, absent_params = params["present"], params["absent"]
     if method == "grubby":
         changed, before, after = _grubby(module, present_params, absent_params, result)
@@ -393,7 +373,7 @@ def present(module, method, where, result):
     if result["differs"]:
         added, removed = merge_record(record, *change_of(before, after))
         kept = dict(where, added=added, removed=removed) if added or removed else None
-        _save_record(module, kept)
+        applied_record.save_for(module, module.params["record"], kept)
     result.update(record_found=record is not None, added=added, removed=removed,
                   msg="the boot configuration %s" % ("changed" if result["differs"] else "is as wanted already"))
     running = (file_update.read_text(params["proc_cmdline_path"]) or "").split()
@@ -403,7 +383,7 @@ def present(module, method, where, result):
 
 def absent(module, method, where, result):
     params = module.params
-    record = _load_record(module, None)
+    record = applied_record.load_checked(module, module.params["record"], check_record)
     result.update(record_found=record is not None, added=[], removed=[], restored=[], left=[], differs=False,
                   grub_update_required=False, active=True, files=[], params=[])
     if record is None:
@@ -433,7 +413,7 @@ def absent(module, method, where, result):
         changed = _grub_default(module, restore, remove, result)[0]
     for note in left:
         module.warn(note)
-    changed = _save_record(module, None) or changed
+    changed = applied_record.save_for(module, module.params["record"], None) or changed
     result.update(removed=remove, restored=restore, left=left,
                   msg="took out %s, put back %s%s" % (" ".join(remove) or "nothing", " ".join(restore) or "nothing",
                                                       "; left as they are: %s" % "; ".join(left) if left else ""))

@@ -48,7 +48,7 @@ import json
 import os
 import stat
 
-from ansible_collections.numa.kube.plugins.module_utils.errors import ProblemsError
+from ansible_collections.numa.kube.plugins.module_utils.errors import ProblemsError, fail_with_problems
 from ansible_collections.numa.kube.plugins.module_utils.node import durable
 
 DEFAULT_DIR = "/var/lib/numa-kube/applied"
@@ -236,3 +236,26 @@ def check_fields(record, path, fields):
     if problems:
         problems.append(_FIX)
         raise RecordError(problems)
+
+
+def load_checked(module, path, *checks):
+    """What a node module does first: the record at ``path``, or None when there is none, checked
+    by each of ``checks`` in turn (functions of the record and its path that list problems). A
+    damaged record, or one a check refuses, ends the task naming every problem, before anything on
+    the node changes."""
+    try:
+        record = load(path)
+    except RecordError as exc:
+        fail_with_problems(module, exc.problems)
+    if record is None:
+        return None
+    for check in checks:
+        problems = check(record, path)
+        if problems:
+            fail_with_problems(module, problems)
+    return record
+
+
+def save_for(module, path, record):
+    """Write ``record`` at ``path`` (None: remove it), nothing in check mode; whether it changes."""
+    return save(path, record, module.check_mode)
