@@ -113,7 +113,7 @@ options:
         write and the waits share this one deadline. Putting the previous configuration back after a
         failure takes a few more requests beyond it.
     type: int
-    default: 600
+    default: 3600
   topology_policy:
     description:
       - The C(volcano.sh/numa-topology-policy) your pods will ask for; nodes whose kubelet runs
@@ -221,7 +221,7 @@ def main():
         scheduler_deployment=dict(type="str", default="volcano-scheduler"),
         wait=dict(type="bool", default=True),
         wait_timeout=dict(type="int", default=180),
-        wait_ceiling=dict(type="int", default=600),
+        wait_ceiling=dict(type="int", default=3600),
         topology_policy=dict(type="str", choices=["best-effort", "restricted", "single-numa-node"]),
         node_selector=dict(type="dict", default={}),
     )

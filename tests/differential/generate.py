@@ -26,7 +26,7 @@ from ansible_collections.numa.kube.plugins.module_utils.kubelet.reservation impo
 MIB = 2 ** 20
 GIB = 2 ** 30
 HEAD = {"apiVersion": "kubelet.config.k8s.io/v1beta1", "kind": "KubeletConfiguration", "cgroupDriver": "cgroupfs"}
-# what numa.kube's messages say where it refuses on purpose what kubelet takes (README, "Where
+# what numa.kube's messages say where it refuses on purpose what kubelet takes (docs/modules.md, "Where
 # numa.kube is stricter than kubelet")
 DELIBERATE = ("kubelet does not check this", "numa.kube takes plain decimal percentages only",
               "numa.kube refuses powers of ten beyond", "numa.kube takes whole numbers only")

@@ -9,7 +9,7 @@ for the reservation sum, kubelet's own error text. The seed is printed; NUMA_KUB
 NUMA_KUBE_DIFF_CASES replay or widen a run. This file holds quantities, reservations and kubelet's
 own tables; test_kubelet_classes.py the other classes of input (generate.py).
 
-The collection is deliberately stricter than kubelet in a few places (README, "Where numa.kube is
+The collection is deliberately stricter than kubelet in a few places (docs/modules.md, "Where numa.kube is
 stricter than kubelet"); its refusal there must say so (DELIBERATE), and the tests check those
 cases too rather than skip them.
 """

@@ -4,7 +4,7 @@
 
 Each class (see generate.py) feeds the same generated configurations, on the same generated
 machines, to kubelet_config's validation and to kubelet's own code (the oracle); every verdict must
-agree, except where numa.kube refuses on purpose (DELIBERATE, the README table). Each test prints
+agree, except where numa.kube refuses on purpose (DELIBERATE, the table in docs/modules.md). Each test prints
 how many inputs of its class it ran ("seed ... class ..." lines, which CI's log summary shows) and
 checks that the class reaches both verdicts. NUMA_KUBE_DIFF_SEED and NUMA_KUBE_DIFF_CASES replay or
 widen a run.

@@ -3,7 +3,7 @@
 # GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The exporter's node collector: each NUMA node's meminfo, free huge pages and numastat, every scrape.
 
-The file names and label texts are worked out once per topology (numa_metrics_topology.Topology);
+The file names and label texts are worked out once per topology (metrics.topology.Topology);
 a scrape only reads the files and parses the few lines it reports.
 """
 

@@ -5,14 +5,14 @@
 
 A ``Scraper`` runs the collectors, one per file as node_exporter lays them out:
 
-- numa_metrics_topology: the static topology (NUMA nodes, their CPUs and distances, each PCI
-  device's node), read through topology.SysfsReader once and again only when the online CPUs or
+- metrics/topology: the static topology (NUMA nodes, their CPUs and distances, each PCI
+  device's node), read through numa.sysfs.SysfsReader once and again only when the online CPUs or
   nodes change;
-- numa_metrics_node: every node's meminfo, numastat and free huge pages, each scrape;
-- numa_metrics_assignment: what kubelet assigned and may assign, handed in as plain data by the
+- metrics/node: every node's meminfo, numastat and free huge pages, each scrape;
+- metrics/assignment: what kubelet assigned and may assign, handed in as plain data by the
   caller (the node agent asks kubelet's PodResources API, the systemd exporter reads its
   checkpoints);
-- numa_metrics_locality: the containers' ``memory.numa_stat`` in the cgroup tree, whose
+- metrics/locality: the containers' ``memory.numa_stat`` in the cgroup tree, whose
   container-to-folder map is kept until kubelet's folders change.
 
 Names follow Prometheus' conventions, except the compatibility names in ``COMPATIBILITY`` that
@@ -90,7 +90,7 @@ class Scraper(object):
         return self.node.families()
 
     def assignment_families(self, assigned, allocatable):
-        """See numa_metrics_assignment.assignment_families."""
+        """See metrics.assignment.assignment_families."""
         return assignment_families(self.topology, assigned, allocatable, self.containers)
 
     def locality_family(self, containers, cgroups=None, assigned=None):

@@ -3,7 +3,7 @@
 # GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The exporter's static collector: NUMA nodes, their CPUs and distances, and each PCI device's node.
 
-Read once through topology.SysfsReader (the reader topology_facts uses) and again only when the
+Read once through numa.sysfs.SysfsReader (the reader topology_facts uses) and again only when the
 online CPUs or nodes change; the families are rendered to text once per reading.
 """
 

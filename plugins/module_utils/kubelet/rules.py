@@ -30,7 +30,7 @@ NANOSECONDS = {"ns": 1, "us": 10 ** 3, u"\u00b5s": 10 ** 3, u"\u03bcs": 10 ** 3,
                "m": 60 * 10 ** 9, "h": 3600 * 10 ** 9}
 SECOND = 10 ** 9
 _TOP = 1 << 63
-# What numa.kube says where it refuses on purpose a value kubelet would read (README, "Where numa.kube
+# What numa.kube says where it refuses on purpose a value kubelet would read (docs/modules.md, "Where numa.kube
 # is stricter than kubelet"): a whole-number field written as a decimal number.
 WHOLE_NUMBERS_ONLY = "numa.kube takes whole numbers only"
 

@@ -229,20 +229,21 @@ class Node(object):
                 if exc.errno != errno.ENODATA:
                     raise
 
-    def _temp(self, real):
-        temp = os.path.join(os.path.dirname(real), ".%s%s" % (os.path.basename(real), TEMP_SUFFIX))
+    def _temp(self, real, suffix=TEMP_SUFFIX):
+        temp = os.path.join(os.path.dirname(real), ".%s%s" % (os.path.basename(real), suffix))
         if os.path.lexists(temp):
             os.unlink(temp)  # left by a run cut short
         return temp
 
-    def write(self, path, data, mode, uid=None, gid=None, xattrs=None):
-        """Replace a file atomically (a temporary file in the same folder, fsync, rename, fsync of
-        the folder). ``xattrs`` (name -> bytes) makes its extended attributes exactly those."""
+    def write(self, path, data, mode, uid=None, gid=None, xattrs=None, temp_suffix=TEMP_SUFFIX):
+        """Replace a file atomically (a temporary file in the same folder, named with
+        ``temp_suffix``, fsync, rename, fsync of the folder). ``xattrs`` (name -> bytes) makes its
+        extended attributes exactly those."""
         real = self.path(path)
         folder = os.path.dirname(real)
         if not os.path.isdir(folder):
             self.makedirs(os.path.dirname(path))
-        temp = self._temp(real)
+        temp = self._temp(real, temp_suffix)
         fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
         try:
             _write_all(fd, data)

@@ -54,6 +54,8 @@ from ansible_collections.numa.kube.plugins.module_utils.node import durable
 DEFAULT_DIR = "/var/lib/numa-kube/applied"
 VERSION = 1
 DIR_MODE = 0o700
+# the temporary file of a write cut short, removed by the next write
+TEMP_SUFFIX = ".numa-kube.tmp"
 FILE_MODE = 0o600
 
 _FIX = ("numa.kube writes this file itself: put back the copy the last run saved, or remove the file "
@@ -177,7 +179,7 @@ def write(path, data):
     if _read_bytes(path) == text and (os.stat(path).st_mode & 0o7777) == FILE_MODE:
         return False
     # a temporary file beside it, synced, renamed into place, the folder synced: the rollout's writes
-    durable.Node("/").write(os.path.abspath(path), text, FILE_MODE)
+    durable.Node("/").write(os.path.abspath(path), text, FILE_MODE, temp_suffix=TEMP_SUFFIX)
     return True
 
 

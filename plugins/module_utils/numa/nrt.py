@@ -309,7 +309,7 @@ def attributes(kubelet_config, assigned):
 def nrt_object(node_name, topology, kubelet_config, allocatable, assigned):
     """The node's NodeResourceTopology (no ownerReferences, annotations or resourceVersion).
 
-    ``topology``: ``topology.SysfsReader(sysfs).read(include_pci=False)``; ``kubelet_config``: the
+    ``topology``: ``numa.sysfs.SysfsReader(sysfs).read(include_pci=False)``; ``kubelet_config``: the
     configuration kubelet runs (its ``/configz``); ``allocatable``: PodResources
     ``GetAllocatableResources`` ({cpu_ids, memory: [{memory_type, size, nodes}], devices:
     [{resource_name, device_ids, nodes}]}); ``assigned``: PodResources ``List`` ([{namespace,

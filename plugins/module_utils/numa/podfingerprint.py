@@ -31,7 +31,7 @@ VERSION = "v001"
 ATTRIBUTE = "nodeTopologyPodsFingerprint"
 ATTRIBUTE_METHOD = "nodeTopologyPodsFingerprintMethod"
 # the methods the scheduler's cache tells apart (cache/store.go podFingerprintForNodeTopology): every
-# pod, or only those resourcerequests.AreExclusiveForPod calls exclusive; noderesourcetopology.py says
+# pod, or only those resourcerequests.AreExclusiveForPod calls exclusive; numa/nrt.py says
 # which one numa.kube's publisher writes when
 METHOD_ALL = "all"
 METHOD_WITH_EXCLUSIVE_RESOURCES = "with-exclusive-resources"

@@ -50,7 +50,7 @@ HOST_ROOT = "/host"
 SERVING_SAMPLE = 3
 # the start of the exporter's answer to a scrape without a token (numa_agent.authn)
 EXPORTER_REFUSAL = "no bearer token"
-# which containers get per-container series (the exporter's --containers; numa_metrics_assignment):
+# which containers get per-container series (the exporter's --containers; the agent's metrics/assignment):
 # every container, only those kubelet gave exclusive CPUs, memory-manager memory or devices bound to
 # a NUMA node, or none (node totals only, and the cgroup tree is not read). Each container named
 # adds two series per NUMA node (its anon and file memory there) plus those of what it was assigned:

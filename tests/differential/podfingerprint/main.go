@@ -1,7 +1,7 @@
 // Command podfingerprint prints the pods fingerprint that the pinned
 // github.com/k8stopologyawareschedwg/podfingerprint module computes (v0.2.2, the version
 // sigs.k8s.io/scheduler-plugins v0.34.7 builds its NodeResourceTopologyMatch cache with), so that
-// numa.kube's own computation (plugins/module_utils/noderesourcetopology.py) can be compared
+// numa.kube's own computation (plugins/module_utils/numa/podfingerprint.py) can be compared
 // with it. The scheduler's cache resync signs the pods it sees on a node exactly this way
 // (pkg/noderesourcetopology/cache/store.go, checkPodFingerprintForNode) and compares the result
 // with the nodeTopologyPodsFingerprint attribute the node's publisher wrote.
