@@ -7,14 +7,14 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.numa.kube.plugins.module_utils.node.record import DEFAULT_DIR
+from ansible_collections.numa.kube.plugins.module_utils.node.record import DEFAULT_DIR, record_path
 
 
 def record_dir(value, name=None):
     """``value`` without trailing slashes, the default folder when that leaves nothing; with
     ``name``, the path of that record in it."""
-    folder = (str(value) if value else "").rstrip("/") or DEFAULT_DIR
-    return folder + "/" + name if name else folder
+    folder = (str(value) if value else "").rstrip("/")
+    return record_path(folder, name) if name else folder or DEFAULT_DIR
 
 
 class FilterModule(object):
