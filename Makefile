@@ -16,7 +16,7 @@ export ANSIBLE_PIPELINING := true
 export ANSIBLE_HOST_KEY_CHECKING := false
 export ANSIBLE_NOCOLOR := true
 
-.PHONY: help venv test test-fast test-vm lint yamllint ansible-lint sanity units bench differential demo demo-local clean
+.PHONY: help venv test test-fast test-vm lint yamllint ansible-lint sanity units bench differential demo demo-local docs clean
 
 help:
 	@echo "make test       set up .venv (pinned) and the VM tools, run every test tier (what CI runs)"
@@ -24,6 +24,7 @@ help:
 	@echo "make test-vm    only the VM tiers; make molecule-<scenario> runs one scenario"
 	@echo "make demo       boot two NUMA VMs and an API server, run site.yml, print the report, destroy them"
 	@echo "make demo-local read this machine's NUMA topology and print the kubelet reservation it needs"
+	@echo "make docs       build the modules', filters' and roles' reference as HTML (tests/output/docs/html)"
 	@echo "make lint | sanity | units | bench | differential   one tier (differential: against kubelet's Go code)"
 
 $(STAMP): requirements-dev.txt
@@ -74,6 +75,9 @@ bench: venv
 demo: venv vm-deps
 	@trap '$(BIN)/molecule destroy -s cluster >/dev/null' EXIT; \
 	  $(BIN)/molecule converge -s cluster
+
+docs: venv
+	@bash tools/build-docs
 
 # Read-only look at this machine's own topology and the reservation it would need.
 demo-local: venv

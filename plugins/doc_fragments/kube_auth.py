@@ -66,8 +66,8 @@ notes:
   - Every object the module applies carries the label C(app.kubernetes.io/managed-by=numa.kube);
     server-side apply takes over conflicting fields (C(force)) only on such objects.
   - Every request gives up after 10 s without a connection or 60 s without an answer. The whole
-    task, its waits and retries included, ends by one deadline, O(wait_ceiling) where the module has
-    it and O(wait_timeout) otherwise.
+    task, its waits and retries included, ends by one deadline, the option C(wait_ceiling) where the module has
+    it and C(wait_timeout) otherwise.
   - An API server that answers 429, or a 5xx with C(Retry-After), is asked again after the seconds
     it names, up to 10 times, as client-go does, unless the wait would pass the task's deadline.
     Other errors end the task at once, naming the request.

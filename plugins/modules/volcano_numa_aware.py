@@ -127,7 +127,7 @@ options:
     default: {}
 notes:
   - The plugin needs one C(nodeinfo.volcano.sh/v1alpha1) C(Numatopology) per node, kept current; the
-    numa.kube node agent's C(topology-publisher) writes them (role M(numa.kube.volcano) deploys it).
+    numa.kube node agent's C(topology-publisher) writes them (the role P(numa.kube.volcano#role) deploys it).
   - Check mode and diff show the configuration before and after; nothing is written. The checks
     before the write (reads only) run in check mode too.
   - Runs where the C(kubernetes) Python client is, usually the controller (C(delegate_to=localhost)).

@@ -247,7 +247,6 @@ wait_seconds:
 """
 
 from ansible.module_utils.basic import missing_required_lib
-from ansible.module_utils.urls import open_url
 
 from ansible_collections.numa.kube.plugins.module_utils.k8s.runner import (
     AUTH_ARGUMENT_SPEC,
@@ -257,39 +256,8 @@ from ansible_collections.numa.kube.plugins.module_utils.k8s.runner import (
     stack_module,
 )
 from ansible_collections.numa.kube.plugins.module_utils.kubelet.labels import ALIGNED_SELECTOR
-from ansible_collections.numa.kube.plugins.module_utils.stacks.volcano_conf import HAS_YAML, VolcanoError
-from ansible_collections.numa.kube.plugins.module_utils.stacks.volcano import (
-    DOWNLOAD_TIMEOUT,
-    check_checksum,
-    check_source,
-    is_url,
-    read_bounded,
-    run,
-)
-
-
-def read_manifest(module):
-    """The manifest's text (None without one); fails the task when its source or checksum is refused."""
-    source, checksum = module.params["manifest"], module.params["manifest_checksum"]
-    if source is None:
-        return None
-    try:
-        check_source(source, checksum)
-    except VolcanoError as exc:
-        module.fail_json(msg=str(exc))
-    try:
-        if is_url(source):
-            data = read_bounded(open_url(source, timeout=DOWNLOAD_TIMEOUT), source)
-        else:
-            with open(source, "rb") as handle:
-                data = handle.read()
-    except Exception as exc:  # pylint: disable=broad-except  # any failure to read is the user's to fix
-        module.fail_json(msg="cannot read the manifest %s: %s" % (source, exc))
-    try:
-        check_checksum(data, checksum, source)
-    except VolcanoError as exc:
-        module.fail_json(msg=str(exc))
-    return data.decode("utf-8")
+from ansible_collections.numa.kube.plugins.module_utils.stacks.volcano_conf import HAS_YAML
+from ansible_collections.numa.kube.plugins.module_utils.stacks.volcano import read_manifest, run
 
 
 def main():

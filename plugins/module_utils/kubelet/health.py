@@ -10,13 +10,22 @@ period with the same main process throughout. When the process's age is known, t
 from the process's start, not from the first answer seen: the time between the restart and the
 check (the rest of the change, the node coming back from a reboot) then counts towards it, and a
 kubelet that has run long enough is proven by one good answer.
+
+``wait_healthy`` and ``error_lines`` decide; ``run(module)`` is the kubelet_health module's work
+(the probe, the service's main process, its log or journal) around them.
 """
 
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import os
 import re
+import time
+
+from ansible.module_utils.urls import open_url
+
+from ansible_collections.numa.kube.plugins.module_utils.kubelet.node import running_process
 
 # klog's error and fatal lines (E1122 10:00:00.000000 ...), and what systemd prints on a crash.
 _ERROR_LINE = re.compile(r"^(?:[EF]\d{4} |.*(?:command failed|Failed to run|failed to run Kubelet|"
@@ -67,3 +76,84 @@ def error_lines(journal_text, limit=10):
         if line and _ERROR_LINE.match(line) and line not in found:
             found.append(line)
     return found[-limit:]
+
+
+# How much of a log file to read back at most for error lines.
+_LOG_TAIL = 256 * 1024
+
+
+def _size(path):
+    try:
+        return os.path.getsize(path)
+    except OSError:
+        return 0
+
+
+def _tail(path, start):
+    """What was written to ``path`` since it was ``start`` bytes long (the last 256 KiB at most;
+    all of its end when it was rotated meanwhile)."""
+    size = _size(path)
+    begin = start if start <= size else 0
+    begin = max(begin, size - _LOG_TAIL)
+    try:
+        with open(path, "rb") as handle:
+            handle.seek(begin)
+            return handle.read().decode("utf-8", "replace")
+    except (IOError, OSError):
+        return ""
+
+
+def _process_age(pid):
+    """Seconds since process ``pid`` started (from /proc/uptime and its stat), or None."""
+    try:
+        with open("/proc/uptime") as handle:
+            uptime = float(handle.read().split()[0])
+        with open("/proc/%d/stat" % pid) as handle:
+            # the command name (field 2) may hold spaces: the fields after its ')' are fixed
+            fields = handle.read().rsplit(")", 1)[1].split()
+        return uptime - int(fields[19]) / float(os.sysconf("SC_CLK_TCK"))
+    except (IOError, OSError, ValueError, IndexError):
+        return None
+
+
+def run(module):
+    """The kubelet_health module's work: wait as its options say, then end its task with the outcome
+    and kubelet's own error lines."""
+    params = module.params
+    if module.check_mode:
+        module.exit_json(changed=False, healthy=None, waited=0.0, detail="check mode: not waited", restarts=0,
+                         log_lines=[])
+    since = params["since"] or time.time()
+    unit = params["service"] if "." in params["service"] else params["service"] + ".service"
+
+    def probe():
+        try:
+            response = open_url(params["url"], timeout=5, validate_certs=False)
+            body = response.read().decode("utf-8", "replace").strip()
+            return response.getcode() == 200 and body == "ok", body
+        except Exception as exc:  # connection refused, timeouts, HTTP errors: all mean not healthy yet
+            return False, str(exc)
+
+    def main_pid():
+        if params["process"]:
+            found = running_process(params["process"])
+            return found[0] if found else 0
+        rc, out, _err = module.run_command(["systemctl", "show", "-p", "MainPID", "--value", unit])
+        return int(out.strip()) if rc == 0 and out.strip().isdigit() else 0
+
+    log_start = _size(params["log_file"]) if params["log_file"] else 0
+    outcome = wait_healthy(probe, main_pid, time.time, time.sleep, params["timeout"], params["settle"],
+                           age=_process_age)
+    if params["log_file"]:
+        journal = _tail(params["log_file"], log_start)
+    else:
+        _rc, journal, _err = module.run_command(["journalctl", "-u", unit, "--since", "@%d" % int(since), "--no-pager",
+                                                 "-o", "cat"])
+    result = dict(changed=False, healthy=outcome["healthy"], waited=outcome["waited"], detail=outcome["detail"],
+                  restarts=max(len(outcome["pids"]) - 1, 0), log_lines=error_lines(journal, params["log_lines"]))
+    if not outcome["healthy"]:
+        last = result["log_lines"][-1] if result["log_lines"] else "no error lines in %s" % (
+            params["log_file"] or "the journal of " + unit)
+        module.fail_json(msg="kubelet (%s) did not stay healthy within %d s (%s); its last error: %s"
+                         % (unit, params["timeout"], outcome["detail"], last), **result)
+    module.exit_json(**result)

@@ -20,6 +20,7 @@ from ansible_collections.numa.kube.plugins.module_utils.errors import ProblemsEr
 from ansible_collections.numa.kube.plugins.module_utils.kubelet.fields import FLAGS
 from ansible_collections.numa.kube.plugins.module_utils.kubelet.config import detect_format, load_text, merge_patch
 from ansible_collections.numa.kube.plugins.module_utils.kubelet.rke2 import config_files
+from ansible_collections.numa.kube.plugins.module_utils.node.distribution import MARKERS, detect_distribution
 
 DROPIN_NAME = "50-numa-kube.conf"
 STATE_DIR = "/var/lib/kubelet"
@@ -72,18 +73,6 @@ LAYOUTS = {
     },
 }
 
-# What marks a distribution on a node, most specific first.
-_MARKERS = (
-    ("rke2", "/etc/rancher/rke2"),
-    ("rke2", "/var/lib/rancher/rke2"),
-    ("k3s", "/etc/rancher/k3s"),
-    ("k3s", "/var/lib/rancher/k3s"),
-    ("eks-al2023", "/etc/eks/nodeadm"),
-    ("eks-al2023", "/usr/bin/nodeadm"),
-    ("eks-al2", "/etc/kubernetes/kubelet/kubelet-config.json"),
-    ("kubeadm", "/var/lib/kubelet/config.yaml"),
-)
-
 _CONFIG_DIR_FLAG = re.compile(r"--config-dir[= ]+[\"']?([^\s\"']+)")
 
 
@@ -104,14 +93,6 @@ def control_plane_evidence(distribution, service, exists):
 
 class KubeletNodeError(ProblemsError):
     """The node's kubelet set-up cannot be worked out or would fight numa.kube's change."""
-
-
-def detect_distribution(exists):
-    """The distribution whose marker exists first, or None; ``exists(path)`` tells."""
-    for name, marker in _MARKERS:
-        if exists(marker):
-            return name
-    return None
 
 
 def config_dir_from_flags(texts):
@@ -409,7 +390,7 @@ def read_node(files, distribution="auto", overrides=None, settings=None, service
         if distribution is None:
             raise KubeletNodeError(
                 "no kubelet found: none of %s exists; set kubelet_distribution (one of %s) and the paths"
-                % (", ".join(m for _d, m in _MARKERS), ", ".join(sorted(LAYOUTS))))
+                % (", ".join(m for _d, m in MARKERS), ", ".join(sorted(LAYOUTS))))
     layout = plan_layout(distribution, files.exists, files.read_text, files.listdir, overrides)
     settings = settings or {}
     problems = []

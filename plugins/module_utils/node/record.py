@@ -35,6 +35,13 @@ API (all paths are absolute paths on the node):
     a type or a tuple of types (``None`` in the tuple allows JSON null). Raises ``RecordError``
     naming every problem at once.
 
+``load_checked(module, path, *checks)``, ``save_for(module, path, record)``
+    The same for a module: a refused record ends its task; nothing is written in check mode.
+``run_change(module, present, absent, checks=())``
+    The skeleton of a node module that keeps a record (kernel_cmdline, containerd_nri): its input
+    checked, then ``present`` or ``absent`` as ``state`` says, its result returned or every problem
+    named.
+
 ``RecordError`` is an ``errors.ProblemsError``: each problem names the file, what is wrong and
 what to do, so a module can ``fail_json(msg=str(exc))`` before it changes anything.
 """
@@ -48,7 +55,7 @@ import json
 import os
 import stat
 
-from ansible_collections.numa.kube.plugins.module_utils.errors import ProblemsError, fail_with_problems
+from ansible_collections.numa.kube.plugins.module_utils.errors import ProblemsError, fail_from, fail_with_problems
 from ansible_collections.numa.kube.plugins.module_utils.node import durable
 
 DEFAULT_DIR = "/var/lib/numa-kube/applied"
@@ -261,3 +268,20 @@ def load_checked(module, path, *checks):
 def save_for(module, path, record):
     """Write ``record`` at ``path`` (None: remove it), nothing in check mode; whether it changes."""
     return save(path, record, module.check_mode)
+
+
+def run_change(module, present, absent, checks=()):
+    """What a node module that keeps a record does once its arguments are parsed. Each of ``checks``
+    (a function of the module listing problems with its input) runs first, and every problem they
+    find ends the task before the node is read. Then ``present`` or ``absent``, as the module's
+    ``state`` says, each a function of the module returning its result (``changed`` included),
+    loads and checks its record (``load_checked``), changes the node and saves or removes the
+    record (``save_for``). A ``ProblemsError`` either raises ends the task naming every problem."""
+    problems = [problem for check in checks for problem in check(module)]
+    if problems:
+        fail_with_problems(module, problems)
+    try:
+        result = (absent if module.params["state"] == "absent" else present)(module)
+    except ProblemsError as exc:
+        fail_from(module, exc)
+    module.exit_json(**result)

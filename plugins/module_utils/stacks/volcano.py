@@ -31,6 +31,8 @@ import hashlib
 import re
 import time
 
+from ansible.module_utils.urls import open_url
+
 from ansible_collections.numa.kube.plugins.module_utils.stacks import publisher as node_publisher
 from ansible_collections.numa.kube.plugins.module_utils.stacks import objects as stack_objects
 from ansible_collections.numa.kube.plugins.module_utils.k8s.objects import (
@@ -165,6 +167,31 @@ def check_checksum(data, checksum, source):
 
 
 # --- the manifest's documents ------------------------------------------------------------------------
+
+def read_manifest(module):
+    """The volcano_stack module's manifest as text (None without one); ends the task when its source or
+    checksum is refused or it cannot be read."""
+    source, checksum = module.params["manifest"], module.params["manifest_checksum"]
+    if source is None:
+        return None
+    try:
+        check_source(source, checksum)
+    except VolcanoError as exc:
+        module.fail_json(msg=str(exc))
+    try:
+        if is_url(source):
+            data = read_bounded(open_url(source, timeout=DOWNLOAD_TIMEOUT), source)
+        else:
+            with open(source, "rb") as handle:
+                data = handle.read()
+    except Exception as exc:  # pylint: disable=broad-except  # any failure to read is the user's to fix
+        module.fail_json(msg="cannot read the manifest %s: %s" % (source, exc))
+    try:
+        check_checksum(data, checksum, source)
+    except VolcanoError as exc:
+        module.fail_json(msg=str(exc))
+    return data.decode("utf-8")
+
 
 def load_manifest(text, where):
     """The documents of a multi-document manifest, in order (empty ones as None, so that each

@@ -13,7 +13,12 @@ import pytest
 import yaml
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-ROLES = sorted(os.path.basename(os.path.dirname(p)) for p in glob.glob(os.path.join(ROOT, "roles", "*", "tasks")))
+# every role, those without tasks of their own (cluster_stacks: only variables) included
+ROLES = sorted(os.path.basename(os.path.dirname(p)) for p in glob.glob(os.path.join(ROOT, "roles", "*", "defaults")))
+# the roles that deploy into the cluster, and the variables they take from cluster_stacks alone
+STACK_ROLES = ("numa_resource_plugin", "numa_monitoring", "volcano", "topology_scheduler")
+SHARED = ("kubeconfig", "context", "delegate_to", "wait_timeout", "wait_ceiling", "adopt", "max_unavailable",
+          "unavailable_nodes_allowed")
 
 
 def load(role, *parts):
@@ -54,3 +59,22 @@ def test_readme_names_every_variable(role):
     options = load(role, "meta", "argument_specs.yml")["argument_specs"]["main"]["options"]
     missing = [name for name in options if name not in readme]
     assert not missing, "%s/README.md does not mention %s" % (role, ", ".join(missing))
+
+
+def test_there_is_a_role_without_tasks_among_them():
+    assert "cluster_stacks" in ROLES and not os.path.isdir(os.path.join(ROOT, "roles", "cluster_stacks", "tasks"))
+
+
+@pytest.mark.parametrize("role", STACK_ROLES)
+def test_each_stack_role_takes_the_shared_variables_from_cluster_stacks_alone(role):
+    """One declaration of each shared variable: the stack role depends on cluster_stacks, declares
+    none of them itself, and its tasks read cluster_stacks' names."""
+    meta = load(role, "meta", "main.yml") or {}
+    assert {"role": "numa.kube.cluster_stacks"} in meta.get("dependencies", []), role
+    shared = load("cluster_stacks", "defaults", "main.yml")
+    assert sorted(shared) == sorted("cluster_stacks_" + name for name in SHARED)
+    options = load(role, "meta", "argument_specs.yml")["argument_specs"]["main"]["options"]
+    own = sorted("%s_%s" % (role, name) for name in SHARED if "%s_%s" % (role, name) in options)
+    assert own == [], "%s declares shared variables of its own: %s" % (role, ", ".join(own))
+    tasks = "".join(open(path).read() for path in glob.glob(os.path.join(ROOT, "roles", role, "tasks", "*.yml")))
+    assert "cluster_stacks_delegate_to" in tasks and "cluster_stacks_kubeconfig" in tasks, role

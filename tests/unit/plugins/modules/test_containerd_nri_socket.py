@@ -17,6 +17,7 @@ from ansible_collections.numa.kube.plugins.module_utils.node.containerd_nri impo
     in_force_socket_path,
     plan_nri,
 )
+from ansible_collections.numa.kube.plugins.module_utils.node import containerd_nri_apply
 from ansible_collections.numa.kube.plugins.modules import containerd_nri
 from ansible_collections.numa.kube.tests.unit.plugins.modules.module_runner import run
 
@@ -146,7 +147,7 @@ def test_the_module_checks_the_path_in_the_file_on_the_node(tmp_path, monkeypatc
             return Stat(stat.S_IFREG | 0o644)
         return real_lstat(name, *args, **kwargs)
 
-    monkeypatch.setattr(containerd_nri.os, "lstat", lstat)
+    monkeypatch.setattr(containerd_nri_apply.os, "lstat", lstat)
     failed, result = run(containerd_nri, {"path": str(path), "containerd_version": "1.7.24"}, check_mode=True)
     assert failed and "a file is there, not a socket" in result["msg"] and path.read_text() == text
     failed, result = run(containerd_nri, {"path": str(path), "containerd_version": "1.7.24", "enabled": False},
@@ -163,7 +164,7 @@ def socket_at(monkeypatch, *paths):
             return Stat(SOCKET)
         return real_lstat(name, *args, **kwargs)
 
-    monkeypatch.setattr(containerd_nri.os, "lstat", lstat)
+    monkeypatch.setattr(containerd_nri_apply.os, "lstat", lstat)
 
 
 @pytest.mark.parametrize("socket_path", ["/run/containerd/containerd.sock", "/run/dbus/system_bus_socket"])

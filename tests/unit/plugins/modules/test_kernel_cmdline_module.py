@@ -14,6 +14,7 @@ import stat
 import pytest
 
 from ansible_collections.numa.kube.plugins.module_utils.node import kernel_cmdline as utils
+from ansible_collections.numa.kube.plugins.module_utils.node import kernel_cmdline_apply
 from ansible_collections.numa.kube.plugins.modules import kernel_cmdline
 from ansible_collections.numa.kube.tests.unit.plugins.modules.module_runner import run
 
@@ -123,7 +124,7 @@ def grubby(tmp_path, monkeypatch):
     root = tmp_path / "root"
     (root / "boot" / "loader" / "entries").mkdir(parents=True)
     (root / "boot" / "loader" / "entries" / "abc-6.6.0.conf").write_text("options ro root=/dev/vda1\n")
-    monkeypatch.setattr(kernel_cmdline, "grubby_files", functools.partial(utils.grubby_files, root=str(root)))
+    monkeypatch.setattr(kernel_cmdline_apply, "grubby_files", functools.partial(utils.grubby_files, root=str(root)))
     return calls
 
 

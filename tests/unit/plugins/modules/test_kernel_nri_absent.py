@@ -15,6 +15,7 @@ import pytest
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.numa.kube.plugins.module_utils.node import kernel_cmdline_apply
 from ansible_collections.numa.kube.plugins.modules import containerd_nri, kernel_cmdline
 from ansible_collections.numa.kube.tests.unit.plugins.modules.module_runner import run
 
@@ -156,7 +157,7 @@ def test_grubby_is_asked_to_take_out_and_put_back_exactly(tmp_path, monkeypatch)
     binary.write_text(FAKE_GRUBBY % (args, calls))
     binary.chmod(0o755)
     monkeypatch.setenv("PATH", "%s:%s" % (binary.parent, os.environ["PATH"]))
-    monkeypatch.setattr(kernel_cmdline, "grubby_files", lambda: [])
+    monkeypatch.setattr(kernel_cmdline_apply, "grubby_files", lambda: [])
     args.write_text("ro quiet numa_balancing=enable")
     common = {"method": "grubby", "proc_cmdline_path": str(tmp_path / "none")}
     failed, result = run(kernel_cmdline, dict(common, present=WANTED))

@@ -14,6 +14,7 @@ import pytest
 
 import yaml
 
+from ansible_collections.numa.kube.plugins.module_utils.kubelet import health as kubelet_health_work
 from ansible_collections.numa.kube.plugins.modules import (
     containerd_nri,
     kernel_cmdline,
@@ -328,10 +329,10 @@ def test_kubelet_config_reports_differs_in_check_mode(tmp_path):
 def test_kubelet_health_reads_only_what_a_log_file_gained(tmp_path):
     log = tmp_path / "kubelet.log"
     log.write_text('E1122 09:00:00.000000 1 run.go:72] "command failed" err="old"\n')
-    start = kubelet_health._size(str(log))
+    start = kubelet_health_work._size(str(log))
     with open(str(log), "a") as handle:
         handle.write('E1122 10:00:00.000000 1 run.go:72] "command failed" err="new"\n')
-    assert "new" in kubelet_health._tail(str(log), start) and "old" not in kubelet_health._tail(str(log), start)
+    assert "new" in kubelet_health_work._tail(str(log), start) and "old" not in kubelet_health_work._tail(str(log), start)
     log.write_text("E1122 11:00:00.000000 1 x.go:1] rotated\n")  # smaller than before: read it all
-    assert "rotated" in kubelet_health._tail(str(log), start)
-    assert kubelet_health._tail(str(tmp_path / "none"), 0) == ""
+    assert "rotated" in kubelet_health_work._tail(str(log), start)
+    assert kubelet_health_work._tail(str(tmp_path / "none"), 0) == ""
