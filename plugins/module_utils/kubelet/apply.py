@@ -79,8 +79,12 @@ def load_record(module, path):
         return None
     params = module.params
     try:
-        return check_record(applied_record.load(path), path, own_files=[params["path"]] + list(params["base_path"] or []),
-                            own_flag_files=own_flag_files(params))
+        # with a drop-in, the files kubelet reads before it (base_path) are only read: a record may name
+        # the drop-in alone, so that it cannot make 'absent' remove or rewrite kubelet's own configuration
+        bases = list(params["base_path"] or [])
+        return check_record(applied_record.load(path), path,
+                            own_files=[params["path"]] if params["dropin"] else [params["path"]] + bases,
+                            own_flag_files=own_flag_files(params), read_only_files=bases if params["dropin"] else ())
     except applied_record.RecordError as exc:
         module.fail_json(msg=" | ".join(exc.problems), problems=exc.problems)
 

@@ -35,6 +35,11 @@ RECORD_NAME = "kubelet.json"
 FALLBACK_FIELDS = ("cpuManagerPolicy", "cpuManagerPolicyOptions", "memoryManagerPolicy", "reservedMemory",
                    "topologyManagerPolicy", "topologyManagerPolicyOptions", "topologyManagerScope")
 _ENVELOPE = ("apiVersion", "kind")
+# the widest mode a flag file numa.kube puts back may get: read and execute for all, writable by
+# its owner alone, no setuid, setgid or sticky bit (numa.kube makes a new one 0600 and otherwise
+# keeps the mode the file had, which the record holds)
+FLAG_MODE_LIMIT = 0o755
+_MODE_TEXT = re.compile(r"^0?[0-7]{3}$")
 _MISSING = object()
 
 # 'absent' removes the record once the part is out, except where a file kubelet reads still holds
@@ -53,7 +58,7 @@ def _field_list(value):
     return isinstance(value, list) and all(isinstance(name, str) for name in value)
 
 
-def check_record(record, where, own_files=None, own_flag_files=None):
+def check_record(record, where, own_files=None, own_flag_files=None, read_only_files=()):
     """Refuse a kubelet record (applied_record.load's dict, or None) whose fields this release cannot
     undo from, or that names a file this run does not own; returns it.
 
@@ -69,7 +74,8 @@ def check_record(record, where, own_files=None, own_flag_files=None):
     ``own_files`` (the module's ``path`` and ``base_path``) and ``own_flag_files`` (its
     ``flag_file``, or the files kubelet's extra flags live in): when given, a record naming any
     other file is refused, so that a record cannot point 'absent' at a file numa.kube never
-    changed."""
+    changed. ``read_only_files`` (with a drop-in, the files kubelet reads before it) are refused
+    with their own reason: numa.kube only reads them then."""
     if record is None:
         return None
     applied_record.check_fields(record, where, {"files": dict})
@@ -83,6 +89,13 @@ def check_record(record, where, own_files=None, own_flag_files=None):
             continue
         if not path.startswith("/"):
             problems.append("record %s: files[%r] is not an absolute path" % (where, path))
+        elif path in read_only_files:
+            problems.append("record %s says numa.kube %s %s, but with a drop-in that file (kubelet's configuration, "
+                            "read before the drop-in) is only read, never written or removed. If an earlier run "
+                            "without the drop-in merged fields into it, take that change out first with the same "
+                            "settings (kubelet_kubeadm_config_dir: \"\" and numa_kube_state: absent); otherwise the "
+                            "record is not numa.kube's: remove it"
+                            % (where, "wrote" if entry["kind"] == "owned" else "merged fields into", path))
         elif own_files is not None and path not in own_files:
             problems.append("record %s names %s, which is not a file this run changes (%s): numa.kube acts only on "
                             "the kubelet configuration it is given. Run with the kubelet_config_path/"
@@ -96,6 +109,8 @@ def check_record(record, where, own_files=None, own_flag_files=None):
                 problems.append("record %s: files[%r].missing is not a list of field names" % (where, path))
             if "after" in entry and not isinstance(entry["after"], dict):
                 problems.append("record %s: files[%r].after is not an object of field values" % (where, path))
+            if not isinstance(entry.get("created", False), bool):
+                problems.append("record %s: files[%r].created is not true or false" % (where, path))
             if "after_missing" in entry and not _field_list(entry["after_missing"]):
                 problems.append("record %s: files[%r].after_missing is not a list of field names" % (where, path))
     flag = record.get("flag_file")
@@ -109,6 +124,13 @@ def check_record(record, where, own_files=None, own_flag_files=None):
             problems.append("record %s: flag_file is %s, not {\"path\": absolute path, \"text\": string or null, "
                             "\"mode\": string or null, \"after\": string, \"config_dir\": absolute path}"
                             % (where, json.dumps(flag)[:120]))
+        elif flag["mode"] is not None and (not _MODE_TEXT.match(flag["mode"])
+                                           or int(flag["mode"], 8) & ~FLAG_MODE_LIMIT):
+            problems.append("record %s: flag_file.mode is %r; the flag file's mode before numa.kube is kept as three "
+                            "or four octal digits with no bit beyond %04o (no setuid, setgid or sticky bit, nobody "
+                            "but its owner writing), as numa.kube records it. Set the mode it should have in the "
+                            "record (such as \"0644\"), or remove the record and put the file back by hand"
+                            % (where, flag["mode"], FLAG_MODE_LIMIT))
         elif own_flag_files is not None and flag["path"] not in own_flag_files:
             problems.append("record %s says numa.kube edited %s, which is not one of kubelet's flag files (%s): "
                             "numa.kube only ever adds --config-dir to one of those. Take that change out by hand and "
@@ -122,8 +144,9 @@ def record_present(record, path, mode, before, after, created=False, flag=None):
     """The record after a ``present`` change, or ``record`` itself when it gains nothing.
 
     ``before``/``after`` are the documents of the file at ``path`` (not the effective
-    configuration). A drop-in, or a merge file numa.kube ``created``, is recorded as numa.kube's
-    own; a merge records, for each top-level field it changes, the value the file had or that it
+    configuration). A drop-in is recorded as numa.kube's own; a merge file numa.kube ``created`` as
+    merged with ``created`` true (``absent`` takes its fields out and removes the file only when
+    nothing else is left in it); a merge records, for each top-level field it changes, the value the file had or that it
     had none - only the first time, so the original survives later changes - and the value it
     writes (``after``) or that it removes the field (``after_missing``), each time. ``flag`` is
     ``(path, text, mode)`` of kubelet's flag file before numa.kube edits it, or ``(path, text,
@@ -132,13 +155,16 @@ def record_present(record, path, mode, before, after, created=False, flag=None):
     result = copy.deepcopy(record) if record else {"files": {}}
     result.pop("version", None)
     entry = result["files"].get(path)
-    if mode == "dropin" or created:
+    if mode == "dropin":
         if entry is None:
             result["files"][path] = {"kind": "owned"}
     else:
         if entry is None:
             entry = result["files"][path] = {"kind": "merged", "before": {}, "missing": [], "after": {},
                                              "after_missing": []}
+            if created:
+                # numa.kube's fields come out again, the file goes only when nothing else is left in it
+                entry["created"] = True
         if entry["kind"] == "merged":
             known = set(entry["before"]) | set(entry["missing"])
             written, removed = entry.setdefault("after", {}), entry.setdefault("after_missing", [])
@@ -273,6 +299,10 @@ def plan_withdraw(path, mode, texts, record, fmt="auto", base_paths=(), check=Tr
             return
         document, file_format = parsed
         restored, left, unknown = _restored(document, entry)
+        if entry.get("created") and not _settings_only(restored):
+            writes[where] = None
+            notes.append("%s removed (numa.kube created it, and nothing else is left in it)" % where)
+            return
         if restored != document:
             writes[where] = dump_text(restored, file_format)
             done = [f for f in sorted(entry["before"]) + sorted(entry["missing"]) if f not in left

@@ -85,8 +85,15 @@ def test_a_field_removed_by_numa_kube_comes_back():
 def test_a_merge_file_numa_kube_created_is_removed():
     plan = plan_change(CONFIG, None, FIRST, "merge", check=False)
     record = record_present(None, CONFIG, "merge", plan["before"], plan["config"], created=True)
-    assert record["files"][CONFIG] == {"kind": "owned"}
+    # recorded as merged and created: numa.kube's fields come out, and the file goes when nothing else is left
+    entry = record["files"][CONFIG]
+    assert entry["kind"] == "merged" and entry["created"] is True and entry["before"] == {}
+    assert sorted(entry["missing"]) == sorted(FIRST)
     assert plan_withdraw(CONFIG, "merge", {CONFIG: plan["text"]}, record)["writes"] == {CONFIG: None}
+    # a field someone else added since keeps the file, without numa.kube's fields
+    kept = plan_withdraw(CONFIG, "merge", {CONFIG: plan["text"] + "maxPods: 50\n"}, record)["writes"][CONFIG]
+    assert yaml.safe_load(kept) == {"apiVersion": "kubelet.config.k8s.io/v1beta1", "kind": "KubeletConfiguration",
+                                    "maxPods": 50} or yaml.safe_load(kept) == {"maxPods": 50}
 
 
 def test_dropin_is_removed_and_kubelet_goes_back_to_the_base():

@@ -242,3 +242,78 @@ def test_present_without_settings_is_refused(tmp_path):
 def test_the_default_record_is_under_the_record_folder():
     assert kubelet_config.RECORD != "/var/lib/numa-kube/applied/kubelet.json", "tests keep it in their own folder"
     assert "/var/lib/numa-kube/applied/kubelet.json" in kubelet_config.DOCUMENTATION
+
+
+def write_record(paths, record):
+    if not os.path.isdir(os.path.dirname(paths["record"])):
+        os.makedirs(os.path.dirname(paths["record"]), 0o700)
+    with open(paths["record"], "w") as handle:
+        json.dump(dict(record, version=1), handle)
+    os.chmod(paths["record"], 0o600)
+
+
+def test_with_a_drop_in_a_record_cannot_remove_or_rewrite_the_base_configuration(tmp_path):
+    """Hostile review: a forged or stale record marking the base file owned would have 'absent' delete
+    kubelet's main configuration; a merged entry for it would write any 'before' value into it."""
+    paths = node(tmp_path)
+    forged = [{"kind": "owned"},
+              {"kind": "merged", "before": {"authentication": {"anonymous": {"enabled": True}}}, "missing": []}]
+    for entry in forged:
+        write_record(paths, {"files": {paths["config"]: entry, paths["dropin"]: {"kind": "owned"}}})
+        for state in ("absent", "present"):
+            args = dropin_args(paths, state=state, **({"settings": NUMA} if state == "present" else {}))
+            failed, result = run(kubelet_config, args)
+            assert failed, (entry, state, result)
+            assert "with a drop-in that file (kubelet's configuration, read before the drop-in) is only read" \
+                in result["msg"], result["msg"]
+            assert open(paths["config"]).read() == KUBEADM and not os.path.exists(paths["dropin"])
+
+
+def test_a_recorded_flag_file_mode_wider_than_numa_kube_keeps_is_refused_before_anything_changes(tmp_path):
+    """Hostile review: "0777" and "4755" were set on kubelet's flag file, "rwx" raised after the file was
+    rewritten, leaving the record behind."""
+    paths = node(tmp_path)
+    config_dir = os.path.dirname(paths["dropin"])
+    ours = FLAGS.replace('10.0.0.5"', '10.0.0.5 --config-dir=%s"' % config_dir)
+    for mode in ("0777", "4755", "rwx", "0646", "755 ", "07550"):
+        (tmp_path / "kubelet.env").write_text(ours)
+        write_record(paths, {"files": {}, "flag_file": {"path": paths["flags"], "text": FLAGS, "mode": mode,
+                                                        "after": ours, "config_dir": config_dir}})
+        failed, result = run(kubelet_config, dropin_args(paths, state="absent", flag_file=paths["flags"]))
+        assert failed and "flag_file.mode is %r" % mode in result["msg"], (mode, result)
+        assert open(paths["flags"]).read() == ours and os.path.exists(paths["record"]), mode
+        assert stat.S_IMODE(os.stat(paths["flags"]).st_mode) == 0o644, mode
+    # the modes numa.kube itself records are put back
+    for mode in ("0644", "600", "0755"):
+        (tmp_path / "kubelet.env").write_text(ours)
+        write_record(paths, {"files": {}, "flag_file": {"path": paths["flags"], "text": FLAGS, "mode": mode,
+                                                        "after": ours, "config_dir": config_dir}})
+        failed, result = run(kubelet_config, dropin_args(paths, state="absent", flag_file=paths["flags"]))
+        assert not failed, result
+        assert open(paths["flags"]).read() == FLAGS and stat.S_IMODE(os.stat(paths["flags"]).st_mode) == int(mode, 8)
+
+
+def test_a_file_numa_kube_created_keeps_what_an_operator_added_since(tmp_path):
+    """Hostile review: a configuration created with create=true was deleted whole by 'absent', fields an
+    operator added since included. Only numa.kube's fields go; the file goes when nothing else is left."""
+    paths = node(tmp_path)
+    created = str(tmp_path / "new" / "config.yaml")
+    os.makedirs(os.path.dirname(created))
+    settings = dict(NUMA, kubeReserved={"cpu": "500m"})
+    args = {"path": created, "create": True, "record": paths["record"], "settings": settings}
+    failed, result = run(kubelet_config, args)
+    assert not failed and os.path.exists(created), result
+    entry = json.loads(open(paths["record"]).read())["files"][created]
+    assert entry["kind"] == "merged" and entry["created"] is True and sorted(entry["missing"]) == sorted(settings)
+    with open(created, "a") as handle:
+        handle.write("maxPods: 50\n")  # the operator's, after numa.kube
+    failed, result = run(kubelet_config, {"path": created, "record": paths["record"], "state": "absent"})
+    assert not failed and result["changed"], result
+    left = yaml.safe_load(open(created).read())
+    assert left["maxPods"] == 50 and not set(settings) & set(left), left
+    # with nothing but numa.kube's fields in it, the file it created goes (a file it found stays)
+    os.unlink(created)
+    assert not run(kubelet_config, dict(args))[0]
+    failed, result = run(kubelet_config, {"path": created, "record": paths["record"], "state": "absent"})
+    assert not failed and not os.path.exists(created), result
+    assert any("nothing else is left in it" in note for note in result["notes"]), result["notes"]
