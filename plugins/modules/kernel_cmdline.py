@@ -30,7 +30,12 @@ description:
     C(systemd.wants), C(systemd.run), C(systemd.volatile), interface naming and boot-time network
     (C(net.ifnames), C(biosdevname), C(ifname), C(ip)), the cgroup layout (C(cgroup_disable),
     C(cgroup_no_v1), C(systemd.unified_cgroup_hierarchy)), C(systemd.debug_shell) and
-    C(rd.systemd.debug_shell) - whether it is to be set or removed, unless its name is in O(allow).
+    C(rd.systemd.debug_shell), and the switches of systemd's kernel-command-line(7) that change what
+    boots, from where, as whom, when or with what (C(rd.rescue), C(systemd.confirm_spawn),
+    C(systemd.crash_shell), C(fstab), C(mount.usr), C(roothash), C(luks), C(resume),
+    C(systemd.hostname), C(systemd.machine_id), C(systemd.clock-usec), C(systemd.setenv),
+    C(systemd.default_timeout_start_sec) and their kin; the kernel_args role's README lists them all)
+    - whether it is to be set or removed, unless its name is in O(allow).
     Names are compared as the kernel and systemd compare them - exactly and case-sensitively, with
     C(-) and C(_) alike (C(nr-cpus) is C(nr_cpus)).
   - Refuses to replace or remove a name that occurs more than once on the current command line

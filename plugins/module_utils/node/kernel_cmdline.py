@@ -49,7 +49,8 @@ _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\Z")
 _CMDLINE_VARIABLE = "GRUB_CMDLINE_"
 
 # Parameters that can keep a node from booting, from reaching its network, or from running
-# kubelet, each with why. Adding, changing or removing one needs its name in the allow list.
+# kubelet, each with why: the kernel's own, dracut's, and those of systemd's kernel-command-line(7)
+# that change what boots, where, as whom, when or with what environment. Adding, changing or removing one needs its name in the allow list.
 # Deliberately not here: isolcpus, nohz_full, rcu_nocbs, irqaffinity, hugepages (NUMA tuning this
 # collection exists for), console (where boot messages go: a wrong one loses a log, not the node).
 _ROOT = ("names the root file system or how the initramfs assembles it; a wrong or missing value stops the boot "
@@ -77,6 +78,18 @@ _CGROUPS = ("changes which cgroup controllers or which cgroup version the node r
             "for the current ones (cgroup driver, memory and cpuset controllers), fail to start or stop enforcing "
             "the pods' limits")
 _SHELL = "gives anyone at a console a root shell without a password"
+_CONSOLE = ("makes systemd ask at the console before it starts each unit: the boot waits for someone there, "
+            "without kubelet or SSH meanwhile")
+_RESUME = ("resumes a hibernated system from the device named: a wrong or stale one brings back an old memory "
+           "image over the node's disks, or stops the boot")
+_IDENTITY = ("changes who the node is at boot (its host name or machine ID, or runs its first-boot set-up "
+             "again): kubelet registers under another name or identity and the cluster no longer knows the node")
+_CLOCK = ("sets the clock at boot to the value given: certificates (kubelet's, the API server's) are then "
+          "read as not yet valid or expired, and the node cannot join")
+_TIMEOUT = ("changes how long systemd waits for a unit to start: a short value has it give up on kubelet, "
+            "containerd or the network at boot")
+_ENVIRONMENT = ("sets environment variables for every service systemd starts, kubelet and containerd included "
+                "(a proxy, a library path), changing how they run")
 DANGEROUS = {
     "init": _PID1,
     "rdinit": _PID1,
@@ -110,6 +123,7 @@ DANGEROUS = {
     "rd.systemd.unit": _RESCUE,
     "rd.break": _RESCUE,
     "rd.emergency": _RESCUE,
+    "rd.rescue": _RESCUE,
     "single": _RESCUE,
     "s": _RESCUE,
     "S": _RESCUE,
@@ -121,14 +135,50 @@ DANGEROUS = {
     "systemd.wants": _UNITS,
     "rd.systemd.wants": _UNITS,
     "systemd.run": _RUN,
+    "systemd.run_success_action": _RUN,
+    "systemd.run_failure_action": _RUN,
+    "systemd.confirm_spawn": _CONSOLE,
+    "systemd.crash_shell": _SHELL,
+    "systemd.setenv": _ENVIRONMENT,
+    "systemd.default_timeout_start_sec": _TIMEOUT,
+    "systemd.hostname": _IDENTITY,
+    "systemd.machine_id": _IDENTITY,
+    "systemd.condition_first_boot": _IDENTITY,
+    "systemd.clock_usec": _CLOCK,
+    "resume": _RESUME,
+    "resumeflags": _RESUME,
+    "fstab": _ROOT,
+    "rd.fstab": _ROOT,
+    "mount.usr": _ROOT,
+    "mount.usrfstype": _ROOT,
+    "mount.usrflags": _ROOT,
+    "roothash": _ROOT,
+    "systemd.verity": _ROOT,
+    "rd.systemd.verity": _ROOT,
+    "systemd.verity_root_data": _ROOT,
+    "systemd.verity_root_hash": _ROOT,
+    "systemd.verity.root_options": _ROOT,
+    "systemd.gpt_auto": _ROOT,
+    "rd.systemd.gpt_auto": _ROOT,
+    "luks": _ROOT,
+    "luks.crypttab": _ROOT,
+    "rd.luks.crypttab": _ROOT,
+    "luks.name": _ROOT,
+    "luks.uuid": _ROOT,
+    "luks.options": _ROOT,
+    "rd.luks.options": _ROOT,
+    "luks.key": _ROOT,
+    "rd.luks.key": _ROOT,
     "systemd.volatile": _VOLATILE,
     "net.ifnames": _NETWORK,
+    "net.naming_scheme": _NETWORK,
     "biosdevname": _NETWORK,
     "ifname": _NETWORK,
     "ip": _NETWORK,
     "cgroup_disable": _CGROUPS,
     "cgroup_no_v1": _CGROUPS,
     "systemd.unified_cgroup_hierarchy": _CGROUPS,
+    "systemd.legacy_systemd_cgroup_controller": _CGROUPS,
     "systemd.debug_shell": _SHELL,
     "rd.systemd.debug_shell": _SHELL,
 }

@@ -348,3 +348,36 @@ def test_grubby_files_lists_entries_and_follows_links(tmp_path):
     assert files == sorted(["/boot/efi/EFI/openEuler/grubenv", "/boot/grub2/grub.cfg", "/etc/default/grub",
                             "/boot/loader/entries/abc-0-rescue.conf", "/boot/loader/entries/abc-6.6.0.conf",
                             "/etc/kernel/cmdline"])
+
+
+# systemd's kernel-command-line(7) switches that change what boots (a rescue or emergency target, a
+# command, a console that must answer), where from (file systems, verity, LUKS, resume), as whom
+# (host name, machine ID, first boot), when (the clock) or with what (environment, timeouts, cgroups)
+SYSTEMD_SWITCHES = ["rd.rescue", "rescue", "rd.emergency", "emergency", "single", "s", "S", "1",
+                    "systemd.unit=rescue.target", "rd.systemd.unit=emergency.target", "systemd.run=/bin/true",
+                    "systemd.run_success_action=none", "systemd.run_failure_action=none", "systemd.confirm_spawn",
+                    "systemd.crash_shell", "systemd.debug_shell", "systemd.mask=kubelet.service",
+                    "systemd.wants=rescue.target", "systemd.setenv=LD_PRELOAD=/x.so",
+                    "systemd.default_timeout_start_sec=1", "systemd.hostname=other",
+                    "systemd.machine_id=0123456789abcdef0123456789abcdef", "systemd.condition-first-boot=1",
+                    "systemd.clock-usec=0", "systemd.volatile=yes", "fstab=0", "rd.fstab=0", "mount.usr=/dev/sdb",
+                    "roothash=abcd", "systemd.verity=0", "systemd.gpt_auto=0", "luks=0", "luks.uuid=1234",
+                    "rd.luks.key=/k", "resume=/dev/sda2", "net.naming-scheme=v238", "net.ifnames=0",
+                    "systemd.unified_cgroup_hierarchy=0", "systemd.legacy_systemd_cgroup_controller=1"]
+
+
+@pytest.mark.parametrize("param", SYSTEMD_SWITCHES)
+def test_systemds_switches_that_change_what_boots_are_refused_both_ways(param):
+    """Hostile review: rd.rescue in a record's removed list was put back, while rescue and
+    rd.emergency were refused."""
+    assert len(check_dangerous([param], [])) == 1, param
+    assert len(check_dangerous([], [param])) == 1, param
+
+
+def test_the_roles_readme_names_every_refused_parameter():
+    readme = open(os.path.join(os.path.dirname(__file__), "..", "..", "..", "..", "roles", "kernel_args",
+                               "README.md")).read()
+    table = readme[readme.index("| parameters | why |"):]
+    table = table[:table.index("\n\n")]
+    missing = [name for name in sorted(DANGEROUS) if "`%s`" % name not in table]
+    assert missing == []

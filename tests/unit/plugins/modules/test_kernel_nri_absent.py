@@ -298,3 +298,19 @@ def test_a_record_that_is_a_symbolic_link_is_refused(node, tmp_path):
     os.symlink(str(elsewhere), str(node[2]))
     failed, result = run(kernel_cmdline, kernel(node, state="absent", record=str(node[2])))
     assert failed and "is a symbolic link" in result["msg"], result["msg"]
+
+
+@pytest.mark.parametrize("forged", [{"added": [], "removed": ["rd.rescue"]},
+                                    {"added": [], "removed": ["systemd.confirm_spawn"]},
+                                    {"added": [], "removed": ["systemd.hostname=other"]}])
+def test_a_record_cannot_put_back_or_take_out_a_switch_that_changes_what_boots(node, forged):
+    """Hostile review: rd.rescue in a record's removed list was put back (rescue and rd.emergency were
+    refused)."""
+    grub, _cmdline, record = node
+    record.parent.mkdir(mode=0o700)
+    record.write_text(json.dumps(dict(forged, version=1, method="grub_default", path=str(grub),
+                                      variable="GRUB_CMDLINE_LINUX")))
+    record.chmod(0o600)
+    failed, result = run(kernel_cmdline, kernel(node, state="absent"))
+    assert failed and "is refused" in result["msg"] and "allow" in result["msg"], result
+    assert grub.read_text() == GRUB and record.exists()
