@@ -176,6 +176,17 @@ def absent(module):
         new_text, left = plan_nri_withdraw(current, record)
         if new_text is not None and new_text != current and distribution == "containerd":
             check_toml_text(new_text, path)
+        if new_text is not None and new_text != current:
+            # the socket path put back is checked as present checks one: a record cannot point NRI at
+            # containerd's own socket, or any other program's
+            socket_path = in_force_socket_path(new_text, version)
+            if socket_path is not None:
+                rendered_now = current if distribution == "containerd" else file_update.read_text(rendered_path)
+                problems = check_socket_path(socket_path, lstat=os.lstat, realpath=os.path.realpath,
+                                             in_force=in_force_socket_path(rendered_now, version))
+                if problems:
+                    raise ContainerdConfigError([p + " (the value %s would put back)" % params["record"]
+                                                 for p in problems])
     except ContainerdConfigError as exc:
         fail(module, exc.problems)
     removes = current is not None and new_text is None

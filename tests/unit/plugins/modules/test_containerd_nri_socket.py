@@ -6,6 +6,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import json
 import os
 import stat
 
@@ -194,3 +195,24 @@ def test_the_module_accepts_the_socket_nri_made_and_a_rerun_changes_nothing(tmp_
                                           "settings": {"socket_path": "/run/containerd/containerd.sock"}})
     assert failed and "puts NRI's socket at /run/nri/nri.sock" in result["msg"], "moving onto another socket"
     assert path.read_text() == text
+
+
+@pytest.mark.parametrize("forged", ["/run/containerd/containerd.sock", "/etc/passwd", "relative.sock"])
+def test_absent_checks_the_socket_path_it_would_put_back(tmp_path, monkeypatch, forged):
+    """Hostile review: 'absent' restored a recorded socket_path without the check 'present' applies, so a
+    record could point NRI at containerd's own socket."""
+    path, record = tmp_path / "config.toml", tmp_path / "applied" / "containerd-nri.json"
+    path.write_text(CONTAINERD_17.replace("true", "false"))
+    socket_at(monkeypatch, "/run/containerd/containerd.sock")
+    args = {"path": str(path), "containerd_version": "1.7.24", "record": str(record)}
+    failed, result = run(containerd_nri, dict(args, settings={"socket_path": "/run/nri/numa.sock"}))
+    assert not failed and result["changed"], result
+    kept = json.loads(record.read_text())
+    assert "socket_path" in kept["keys"], kept
+    kept["keys"]["socket_path"]["before"] = json.dumps(forged)
+    record.write_text(json.dumps(kept))
+    written = path.read_text()
+    failed, result = run(containerd_nri, dict(args, state="absent"))
+    assert failed and "NRI socket_path %r is refused" % forged in result["msg"], result
+    assert "the value %s would put back" % record in result["msg"]
+    assert path.read_text() == written and record.exists()
