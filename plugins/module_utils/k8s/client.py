@@ -90,6 +90,9 @@ PROXY_TIMEOUT = 10
 PROXY_CALL_SECONDS = 20
 # a metadata-only list (meta.k8s.io/v1 PartialObjectMetadataList, any resource since 1.15), JSON
 # objects as the fallback for a server that does not serve it
+# How deep an answer's JSON may nest: Kubernetes objects (CRD schemas included) stay well inside it,
+# and an answer nested deeper is refused where it is parsed, before any code walks it.
+MAX_ANSWER_DEPTH = 128
 METADATA_ONLY = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json"
 
 
@@ -102,6 +105,20 @@ def _error_text(exc):
     except (TypeError, ValueError, AttributeError):
         message = None
     return message or (body or str(exc)).strip()
+
+
+def nesting_depth(value):
+    """How deep ``value`` (decoded JSON) nests: 0 for a scalar, 1 for a flat object or list. Walked
+    without recursion, so that any depth is measured safely."""
+    deepest, pending = 0, [(value, 1)]
+    while pending:
+        item, depth = pending.pop()
+        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else None
+        if children is None:
+            continue
+        deepest = max(deepest, depth)
+        pending.extend((child, depth + 1) for child in children if isinstance(child, (dict, list)))
+    return deepest
 
 
 class _NoDiscovery:
@@ -224,10 +241,14 @@ class KubeApi:
             return data
         try:
             decoded = json.loads(data) if data.strip() else {}
-        except ValueError:
-            raise KubeApiError("%s %s: the answer is not JSON: %.200s" % (verb, path, data))
+        except (ValueError, RecursionError):
+            raise KubeApiError("%s %s: the answer is not JSON (or nests deeper than Python can read): %.200s"
+                               % (verb, path, data))
         if not isinstance(decoded, dict):
             raise KubeApiError("%s %s: the answer is not a JSON object: %.200s" % (verb, path, data))
+        if nesting_depth(decoded) > MAX_ANSWER_DEPTH:
+            raise KubeApiError("%s %s: the answer nests deeper than %d levels, which no Kubernetes object does; "
+                               "refused" % (verb, path, MAX_ANSWER_DEPTH))
         return decoded
 
     def _read_within(self, answer, seconds, verb, path):
@@ -376,8 +397,9 @@ class KubeApi:
         """The configuration the node's kubelet runs with (its /configz, through the API server)."""
         answer = self.get("/api/v1/nodes/%s/proxy/configz" % quote(check_name(node, "node name"), safe=""),
                           _request_timeout=self.proxy_timeout(), _total_seconds=PROXY_CALL_SECONDS)
-        if not isinstance(answer, dict) or "kubeletconfig" not in answer:
-            raise KubeApiError("the kubelet of %s answered /configz without a kubeletconfig: %r" % (node, answer))
+        if not isinstance(answer, dict) or not isinstance(answer.get("kubeletconfig"), dict):
+            raise KubeApiError("the kubelet of %s answered /configz without a kubeletconfig object: %.200r"
+                               % (node, answer))
         return answer["kubeletconfig"]
 
     def proxy_timeout(self):

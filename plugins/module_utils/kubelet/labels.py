@@ -107,16 +107,23 @@ def stale_labels(current, wanted):
             for key in OWNED_KEYS if key in current and current[key] != wanted.get(key)]
 
 
-def label_patch(current, wanted):
+def label_patch(current, wanted, uid=None):
     """The JSON merge patch that turns the owned labels ``current`` into ``wanted``: only the keys
-    that differ, None for a key to remove; None when nothing differs (no request then)."""
+    that differ, None for a key to remove; None when nothing differs (no request then). With ``uid``
+    (the Node's as it was read) the patch carries it as a precondition: the API server refuses it
+    (409) when the Node of that name is another object by then."""
     changes = {}
     for key in OWNED_KEYS:
         if key in wanted and current.get(key) != wanted[key]:
             changes[key] = wanted[key]
         elif key not in wanted and key in current:
             changes[key] = None
-    return {"metadata": {"labels": changes}} if changes else None
+    if not changes:
+        return None
+    metadata = {"labels": changes}
+    if uid:
+        metadata["uid"] = uid
+    return {"metadata": metadata}
 
 
 def node_ready(node):
@@ -209,7 +216,7 @@ def run(api, params, check_mode, wait_for):
         result["aligned"] = ALIGNED_LABEL in wanted
     result["labels"] = wanted
     result["diff"] = {"before": current, "after": wanted}
-    patch = label_patch(current, wanted)
+    patch = label_patch(current, wanted, (node.get("metadata") or {}).get("uid"))
     if patch is None:
         return result
     result["changed"] = True
@@ -219,8 +226,8 @@ def run(api, params, check_mode, wait_for):
         answer = api.request("PATCH", path, body=patch, content_type=MERGE_PATCH, field_manager=FIELD_MANAGER)
     except KubeApiError as exc:
         raise NodeLabelsError("the patch of Node %s's numa.kube labels %s failed: %s; fix what it names (403: the "
-                              "task's credentials need patch on nodes) and run again, which sends only what is "
-                              "still not right"
+                              "task's credentials need patch on nodes; 409: the Node was deleted and registered "
+                              "again since it was read) and run again, which sends only what is still not right"
                               % (name, patch["metadata"]["labels"], exc), _without_diff(result, changed=False))
     after = owned_labels(answer)
     if after != wanted:

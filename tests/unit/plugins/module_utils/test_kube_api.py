@@ -452,3 +452,26 @@ def test_an_apply_the_server_stores_only_for_its_bookkeeping_is_no_change(http_a
     assert api.apply(obj)[0] is False
     routes[path] = [policy("6", ["numa.kube"]), policy("7", ["numa.kube"], failure="Ignore")]
     assert api.apply(obj)[0] is True, "a value that moved is a change"
+
+
+@pytest.mark.parametrize("kubeletconfig", ['["static"]', '"static"', "null", "42"])
+def test_a_configz_whose_kubeletconfig_is_no_object_is_an_api_error_not_a_crash(http_api, kubeletconfig):
+    """Hostile review: a /configz whose kubeletconfig was a list or a string raised AttributeError in
+    node_labels."""
+    api, routes = http_api[:2]
+    routes["/api/v1/nodes/w1/proxy/configz"] = (200, '{"kubeletconfig": %s}' % kubeletconfig)
+    with pytest.raises(KubeApiError, match="w1 answered /configz without a kubeletconfig object"):
+        api.kubelet_config("w1")
+
+
+@pytest.mark.parametrize("depth", [129, 5000, 200000])
+def test_an_answer_nested_too_deep_is_refused_where_it_is_parsed(http_api, depth):
+    """Hostile review: a deeply nested answer raised RecursionError out of every GET (the client caught
+    only ValueError)."""
+    api, routes = http_api[:2]
+    routes["/api/v1/nodes/w1"] = (200, '{"a": %s1%s}' % ("[" * depth, "]" * depth))
+    with pytest.raises(KubeApiError, match="GET /api/v1/nodes/w1: the answer (nests deeper|is not JSON)"):
+        api.get("/api/v1/nodes/w1")
+    # an ordinary object of some depth is read as it is
+    routes["/api/v1/nodes/w2"] = (200, '{"a": %s1%s}' % ("[" * 100, "]" * 100))
+    assert api.get("/api/v1/nodes/w2")["a"] is not None

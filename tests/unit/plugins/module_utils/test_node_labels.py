@@ -145,8 +145,9 @@ class NodeApi(object):
 
     def __init__(self, labels=None, config=None, conditions=None, configz_errors=(), exists=True):
         self.node = {"apiVersion": "v1", "kind": "Node",
-                     "metadata": {"name": "w1", "labels": dict(labels or {}, **{"kubernetes.io/hostname": "w1",
-                                                                                "zone": "a", "numa.kube/other": "x"})},
+                     "metadata": {"name": "w1", "uid": "uid-1",
+                                  "labels": dict(labels or {}, **{"kubernetes.io/hostname": "w1", "zone": "a",
+                                                                  "numa.kube/other": "x"})},
                      "status": {"conditions": list(READY if conditions is None else conditions)}} if exists else None
         self.config = ALIGNED if config is None else config
         self.configz_errors = list(configz_errors)
@@ -166,6 +167,12 @@ class NodeApi(object):
     def request(self, method, path, body=None, **params):
         self.calls.append((method, path))
         self.patches.append((body, params))
+        sent_uid = ((body or {}).get("metadata") or {}).get("uid")
+        if sent_uid and sent_uid != self.node["metadata"].get("uid"):
+            # what the API server answers a patch whose uid precondition fails
+            raise KubeApiError("Operation cannot be fulfilled on nodes \"w1\": Precondition failed: UID in "
+                               "precondition: %s, UID in object meta: %s" % (sent_uid, self.node["metadata"]["uid"]),
+                               409)
         self.node = merge_patch(self.node, body)
         return copy.deepcopy(self.node)
 
@@ -190,7 +197,7 @@ def test_present_labels_a_fresh_node_with_one_merge_patch_then_a_rerun_sends_not
     assert result["diff"] == {"before": {}, "after": ALIGNED_LABELS}
     assert [call[0] for call in api.calls] == ["GET", "configz", "PATCH"]
     body, params = api.patches[0]
-    assert body == {"metadata": {"labels": ALIGNED_LABELS}}
+    assert body == {"metadata": {"labels": ALIGNED_LABELS, "uid": "uid-1"}}, "pinned to the Node that was read"
     assert params["content_type"] == MERGE_PATCH and params["field_manager"] == "numa.kube"
     # every label numa.kube does not own is as it was
     labels = api.node["metadata"]["labels"]
@@ -207,7 +214,8 @@ def test_labels_a_changed_kubelet_no_longer_runs_are_reported_and_put_right():
                                {"key": "numa.kube/topology-manager-policy", "label": "single-numa-node",
                                 "running": "best-effort"}]
     assert api.patches[0][0] == {"metadata": {"labels": {ALIGNED_LABEL: None,
-                                                         "numa.kube/topology-manager-policy": "best-effort"}}}
+                                                         "numa.kube/topology-manager-policy": "best-effort"},
+                                              "uid": "uid-1"}}
     assert ALIGNED_LABEL not in api.node["metadata"]["labels"]
     assert api.node["metadata"]["labels"]["numa.kube/other"] == "x"
 
@@ -272,7 +280,7 @@ def test_absent_removes_only_the_owned_keys_without_reading_kubelet_then_has_not
     result = run(api, ABSENT, False, quick_wait)
     assert result == {"changed": True, "labels": {}, "stale": [], "aligned": False,
                       "diff": {"before": ALIGNED_LABELS, "after": {}}}
-    assert api.patches[0][0] == {"metadata": {"labels": dict((key, None) for key in OWNED_KEYS)}}
+    assert api.patches[0][0] == {"metadata": {"labels": dict((key, None) for key in OWNED_KEYS), "uid": "uid-1"}}
     assert ("configz", "w1") not in api.calls
     assert api.node["metadata"]["labels"] == {"kubernetes.io/hostname": "w1", "zone": "a", "numa.kube/other": "x"}
     assert run(api, ABSENT, False, quick_wait)["changed"] is False and len(api.patches) == 1
@@ -297,3 +305,22 @@ def test_a_refused_patch_fails_the_task_naming_it_unchanged():
             as caught:
         run(api, PRESENT, False, quick_wait)
     assert caught.value.result["changed"] is False
+
+
+def test_a_node_registered_again_between_the_read_and_the_patch_is_not_labelled():
+    """Hostile review: the label patch carried no precondition, so a Node deleted and registered again
+    (another machine, another kubelet) after /configz was read got the first one's labels."""
+    api = NodeApi()
+    real_config = api.kubelet_config
+
+    def replaced(name):
+        config = real_config(name)
+        api.node["metadata"]["uid"] = "uid-2"  # the Node of that name is another object now
+        return config
+
+    api.kubelet_config = replaced
+    with pytest.raises(NodeLabelsError) as caught:
+        run(api, PRESENT, False, quick_wait)
+    assert "409: the Node was deleted and registered again since it was read" in str(caught.value)
+    assert "Precondition failed: UID in precondition: uid-1" in str(caught.value)
+    assert owned_labels(api.node) == {}
