@@ -237,6 +237,17 @@ def _reservation(written, ami, max_pods, numa_nodes, numa_node_memory, memory_ca
         raise EksUserDataError(getattr(exc, "problems", [str(exc)]))
 
 
+def _flag_problems(flag, where):
+    """What keeps one kubelet flag from reaching kubelet as written: not --name=value, or white
+    space (a newline included), a quote or a backslash in it."""
+    if not isinstance(flag, str) or not _FLAG.match(flag):
+        return ["%s: %r is not a kubelet flag written --name=value (such as --node-labels=team=a)" % (where, flag)]
+    if _UNSAFE.search(flag):
+        return ["%s: %r holds white space, a quote or a backslash; nodeadm joins the flags with spaces and systemd "
+                "splits them there, so kubelet would not get it as written" % (where, flag)]
+    return []
+
+
 def _flags(flags, written):
     """spec.kubelet.flags: ``--name=value`` strings kubelet knows, none for a field the config writes."""
     if flags is None:
@@ -246,14 +257,11 @@ def _flags(flags, written):
     problems = []
     for index, flag in enumerate(plain(flags)):
         where = "flags[%d]" % index
-        match = _FLAG.match(flag) if isinstance(flag, str) else None
-        if not match:
-            problems.append("%s: %r is not a kubelet flag written --name=value (such as --node-labels=team=a)"
-                            % (where, flag))
+        found = _flag_problems(flag, where)
+        if found:
+            problems.extend(found)
             continue
-        if _UNSAFE.search(flag):
-            problems.append("%s: %r holds white space, a quote or a backslash; nodeadm joins the flags with spaces "
-                            "and systemd splits them there, so kubelet would not get it as written" % (where, flag))
+        match = _FLAG.match(flag)
         field = _FIELD_OF_FLAG.get(match.group(1))
         if field in written:
             problems.append("%s: --%s sets %s, which this NodeConfig writes in spec.kubelet.config; kubelet would "
@@ -345,6 +353,10 @@ def check_node_config(document, where="NodeConfig"):
     flags = kubelet.get("flags", [])
     if not isinstance(flags, list) or not all(isinstance(f, str) for f in flags):
         problems.append("%s.spec.kubelet.flags: expected a list of strings" % where)
+    else:
+        # a NodeConfig of the user's gets the same checks as one numa.kube writes
+        for index, flag in enumerate(flags):
+            problems.extend(_flag_problems(flag, "%s.spec.kubelet.flags[%d]" % (where, index)))
     if problems:
         raise EksUserDataError(problems)
 

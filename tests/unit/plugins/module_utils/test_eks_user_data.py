@@ -305,3 +305,17 @@ def test_kubelet_settings_returns_the_reservation_it_wrote():
     assert reservation["required"] == {"memory": "993Mi"}
     with pytest.raises(EksUserDataError, match=r"ami 'bottlerocket' is not one of al2023, al2"):
         kubelet_settings(ALIGNED, "bottlerocket")
+
+
+@pytest.mark.parametrize("flag", ["--node-labels=a=b\n--hostname-override=evil", "--v=2 --x=y", "--a='b'", "--a=b\\c",
+                                  "node-labels=a"])
+def test_a_nodeconfig_part_of_the_users_gets_the_same_flag_checks(flag):
+    """Hostile review: eks_user_data let a NodeConfig flag with a newline through (node_config refused it)."""
+    mine = {"apiVersion": "node.eks.aws/v1alpha1", "kind": "NodeConfig", "spec": {"kubelet": {"flags": [flag]}}}
+    with pytest.raises(EksUserDataError, match=r"parts\[0\].spec.kubelet.flags\[0\]"):
+        user_data([mine])
+    with pytest.raises(EksUserDataError):
+        node_config(ALIGNED, max_pods=110, flags=[flag])
+    fine = {"apiVersion": "node.eks.aws/v1alpha1", "kind": "NodeConfig",
+            "spec": {"kubelet": {"flags": ["--node-labels=team=a"]}}}
+    assert node_configs(user_data([fine]))[0] == [fine]
