@@ -89,7 +89,7 @@ def test_a_batch_size_from_the_inventory_is_refused_at_the_first_batch(tmp_path)
     assert len(batches(report)) == 1, "nothing ran after the refusal"
 
 
-@pytest.mark.parametrize("size", [0, "150%", "five", [1, 2.5]])
+@pytest.mark.parametrize("size", [0, "150%", "five", [1, 2.5], "5% ", "5%\n"])
 def test_the_preflight_refuses_a_batch_size_serial_would_misread(tmp_path, size):
     done, report = play(tmp_path, "site.yml", {"numa_kube_batch_size": size},
                         more=["--check", "--start-at-task", "Check what is asked of the node (numa_kube_state)"])
@@ -118,3 +118,15 @@ def test_the_preflight_refuses_a_failure_percentage_above_100(tmp_path):
     task = [task for task in report["plays"][0]["tasks"] if task["task"]["name"].startswith("Check the batches")][0]
     message = list(task["hosts"].values())[0]["msg"]
     assert message.startswith("numa_kube_max_fail_percentage is 150: it must be a number from 0 to 100"), message
+
+
+def test_the_preflight_refuses_its_own_control_plane_batch_from_the_command_line(tmp_path):
+    """Hostile review: -e numa_kube_serial=100% overrode the one-at-a-time rule for control-plane nodes
+    (change_nodes.yml took it before numa_kube_batch_size, and the preflight did not check it)."""
+    done, report = play(tmp_path, "site.yml", {"__numa_kube_control_plane_serial": "100%"},
+                        more=["--check", "--start-at-task", "Check what is asked of the node (numa_kube_state)"])
+    assert done.returncode != 0
+    task = [task for task in report["plays"][0]["tasks"] if task["task"]["name"].startswith("Check the batches")][0]
+    message = list(task["hosts"].values())[0]["msg"]
+    assert "__numa_kube_control_plane_serial is set (\"100%\")" in message and "one at a time" in message, message
+    assert len(report["plays"]) == 1, "no node was read or changed"

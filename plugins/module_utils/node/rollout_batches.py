@@ -17,8 +17,9 @@ __metaclass__ = type
 
 import re
 
-_ITEM = re.compile(r"^(?:[1-9][0-9]*|(?:[1-9][0-9]?|100)%)$")
-RULE = ("a whole number of nodes of 1 or more, a percentage of the workers from 1% to 100% (such as \"5%\"), "
+_ITEM = re.compile(r"^(?:[1-9][0-9]*|(?:[1-9][0-9]?|100)%)\Z")
+RULE = ("a whole number of nodes of 1 or more, a percentage of the workers from 1% to 100% (such as \"5%\", "
+        "without spaces or line breaks), "
         "or a list of them (a ramp such as [1, \"5%\", \"20%\"], whose last item repeats until every node had "
         "its turn)")
 
@@ -36,7 +37,8 @@ def problems(value, name="numa_kube_batch_size"):
     wrong = []
     for item in _items(value):
         # booleans are ints in Python, and a float would be cut by int(): both refused
-        if isinstance(item, bool) or not isinstance(item, (int, str)) or not _ITEM.match(str(item).strip()):
+        # and a text is taken as it is: ansible-core reads "5% " or "5%\n" as a whole number and fails
+        if isinstance(item, bool) or not isinstance(item, (int, str)) or not _ITEM.match(str(item)):
             wrong.append(item)
     if wrong:
         return ["%s is %r: %s %s not a batch size; each item must be %s. Set, for instance, "
@@ -48,7 +50,7 @@ def problems(value, name="numa_kube_batch_size"):
 
 def item_size(item, total):
     """One item's batch size for ``total`` hosts (Ansible's pct_to_int)."""
-    text = str(item).strip()
+    text = str(item)
     if text.endswith("%"):
         return int((int(text[:-1]) / 100.0) * total) or 1
     return int(text)

@@ -51,7 +51,7 @@ def test_a_ramp_on_a_thousand_workers():
 
 
 @pytest.mark.parametrize("value", [0, -1, 1.5, True, "", "abc", "0%", "101%", "5 %", [], [1, 0], {"a": 1}, None,
-                                   [1, "x"]])
+                                   [1, "x"], "5% ", "5%\n", " 5%", "3 ", [1, "20%\t"], "\u0665", "5%%", "+5"])
 def test_values_serial_would_refuse_or_misread_are_named_with_the_rule(value):
     found = batches.problems(value)
     assert len(found) == 1 and repr(value) in found[0] and "a whole number of nodes" in found[0], found
@@ -66,3 +66,17 @@ def test_the_filters():
     from ansible.errors import AnsibleFilterError
     with pytest.raises(AnsibleFilterError, match="numa.kube.rollout_batches: numa_kube_batch_size is 'x'"):
         rollout_batches("x", 3)
+
+
+@pytest.mark.parametrize("value", ["5% ", "5%\n", "3 ", "3\n"])
+def test_a_value_ansible_core_cannot_read_is_refused_as_it_is_given(value):
+    """Hostile review: "5% " and "5%\n" passed the preflight (it stripped them), then ansible-core's
+    serial, which does not, failed with a traceback."""
+    from ansible.utils.helpers import pct_to_int
+    try:
+        pct_to_int(value, 10)
+        readable = True
+    except ValueError:
+        readable = False
+    assert batches.problems(value), "refused, whether or not ansible-core reads it (readable: %s)" % readable
+    assert "without spaces or line breaks" in batches.problems(value)[0]
