@@ -9,7 +9,8 @@ its groups, extra attributes and uid, may ``get`` the non-resource URL ``/metric
 kube-prometheus's Prometheus ClusterRole grants with ``nonResourceURLs: [/metrics]``).
 
 Each verdict is kept a short while (60 s when allowed, 10 s when refused), by the token's SHA-256,
-in a table of bounded size, so that a scrape normally costs no request; a revoked token or grant
+in one of two tables of bounded size, one for allowed verdicts and one for refusals, so that a scrape
+normally costs no request and no number of made-up tokens pushes a scraper's allowed verdict out; a revoked token or grant
 stops working within that time. An allowed verdict older than a third of its life is reviewed
 again in the background while the table still answers, so a scraper that comes back every 30 s
 never waits on the API server after its first scrape; a refusal from that review replaces the
@@ -19,7 +20,10 @@ A scrape waits for a review at most ``wait`` seconds (the client's timeout, ``--
 both requests and a free slot together, well inside Prometheus' scrape timeout (10 s unless the
 ServiceMonitor says otherwise): an API server that has not answered by then gets the scraper a 503
 (not kept): never a hang, never a guess. The review goes on meanwhile, and its verdict, once in, is
-kept for the next scrape; scrapes with the same token share the review under way. The exporter's
+kept for the next scrape; scrapes with the same token share the review under way. Reviews of tokens
+with no kept verdict are also bounded in rate (REVIEW_RATE a second, REVIEW_BURST at once): beyond it
+a scrape gets a 503 without a request, so a stream of made-up tokens costs the API server a few
+reviews a second, not one each. The exporter's
 service account needs ``create`` on tokenreviews and subjectaccessreviews (what
 ``system:auth-delegator`` grants).
 """
@@ -40,6 +44,9 @@ ALLOWED_SECONDS = 60.0
 DENIED_SECONDS = 10.0
 CACHE_SIZE = 1024
 IN_FLIGHT = 4
+# new reviews (tokens with no kept verdict) a second, and at once after a quiet while
+REVIEW_RATE = 8.0
+REVIEW_BURST = 32
 # far above any service account token (a signed JWT of a few hundred bytes to 2 KB); a longer one
 # is refused here rather than sent on to the API server
 MAX_TOKEN_BYTES = 8192
@@ -75,7 +82,8 @@ class TokenReviewer(object):
     """
 
     def __init__(self, client, path="/metrics", allowed_seconds=ALLOWED_SECONDS, denied_seconds=DENIED_SECONDS,
-                 cache_size=CACHE_SIZE, in_flight=IN_FLIGHT, clock=time.monotonic, wait=None, refresh_after=None):
+                 cache_size=CACHE_SIZE, in_flight=IN_FLIGHT, clock=time.monotonic, wait=None, refresh_after=None,
+                 review_rate=REVIEW_RATE, review_burst=REVIEW_BURST):
         self.client = client
         self.path = path
         self.seconds = {200: allowed_seconds, 401: denied_seconds, 403: denied_seconds}
@@ -83,7 +91,11 @@ class TokenReviewer(object):
         self.clock = clock
         self.wait = client.timeout if wait is None else wait
         self.refresh_after = allowed_seconds / 3.0 if refresh_after is None else refresh_after
-        self.cache = collections.OrderedDict()  # token digest -> (until, status, reason, reviewed at), oldest first
+        # token digest -> (until, status, reason, reviewed at), oldest first: allowed verdicts, refusals
+        self.cache = collections.OrderedDict()
+        self.refused = collections.OrderedDict()
+        self.review_rate, self.review_burst = float(review_rate), float(review_burst)
+        self.budget, self.budget_at = float(review_burst), None
         self.pending = {}  # token digest -> the _Review under way
         self.lock = threading.Lock()
         self.slots = threading.BoundedSemaphore(in_flight)
@@ -96,6 +108,8 @@ class TokenReviewer(object):
         kept = self._kept(key, token)
         if kept is not None:
             return kept
+        if not self._spend(key):
+            return 503, "too many unknown tokens to review just now; try again"
         deadline = time.monotonic() + self.wait
         review = self._start(key, token, deadline)
         if review is None:
@@ -106,16 +120,32 @@ class TokenReviewer(object):
             return 503, "the API server did not review the token (no answer)"
         return review.verdict
 
+    def _spend(self, key):
+        """Whether a review of this token may start (or one is under way already): the rate's budget
+        refills REVIEW_RATE a second up to REVIEW_BURST, and each new review spends one."""
+        now = self.clock()
+        with self.lock:
+            if key in self.pending:
+                return True
+            if self.budget_at is not None:
+                self.budget = min(self.review_burst, self.budget + max(0.0, now - self.budget_at) * self.review_rate)
+            self.budget_at = now
+            if self.budget < 1.0:
+                return False
+            self.budget -= 1.0
+            return True
+
     def _kept(self, key, token):
         """The kept verdict (None when there is none or it expired), refreshed in the background when old."""
         now = self.clock()
         with self.lock:
-            found = self.cache.get(key)
+            table = self.cache if key in self.cache else self.refused
+            found = table.get(key)
             if found is None:
                 return None
             until, status, reason, reviewed = found
             if until <= now:
-                del self.cache[key]
+                del table[key]
                 return None
             if status == 200 and now - reviewed >= self.refresh_after and key not in self.pending:
                 if self.slots.acquire(blocking=False):
@@ -179,15 +209,19 @@ class TokenReviewer(object):
             review.done.set()
 
     def _keep(self, key, status, reason):
+        """Keep a verdict in its table (allowed or refused), making room there alone: expired verdicts
+        first, then the oldest."""
         now = self.clock()
+        table = self.cache if status == 200 else self.refused
         with self.lock:
             self.cache.pop(key, None)
-            if len(self.cache) >= self.cache_size:
-                for old in [k for k, value in self.cache.items() if value[0] <= now]:
-                    del self.cache[old]
-            while len(self.cache) >= self.cache_size:
-                self.cache.popitem(last=False)
-            self.cache[key] = (now + self.seconds[status], status, reason, now)
+            self.refused.pop(key, None)
+            if len(table) >= self.cache_size:
+                for old in [k for k, value in table.items() if value[0] <= now]:
+                    del table[old]
+            while len(table) >= self.cache_size:
+                table.popitem(last=False)
+            table[key] = (now + self.seconds[status], status, reason, now)
 
     def _review(self, token):
         answer = self.client.request("POST", TOKEN_REVIEWS, {

@@ -142,14 +142,43 @@ class _Handler(BaseHTTPRequestHandler):
         """Requests are not logged (one every scrape interval, per Prometheus)."""
 
 
+# a connection that sends nothing for this long is closed (TLS handshake, request, or the wait
+# between two requests on a kept-alive connection), plain HTTP and HTTPS alike
+IDLE_SECONDS = 30
+# connections served at once, each on its own thread; one more is closed at once: a scraper or two
+# (Prometheus keeps one connection a target) and probes need a handful, a flood gets no more threads
+MAX_CONNECTIONS = 32
+
+
 class MetricsServer(ThreadingHTTPServer):
     daemon_threads = True
 
-    def __init__(self, address, port, render, cert_file=None, key_file=None, authorize=None):
+    def __init__(self, address, port, render, cert_file=None, key_file=None, authorize=None,
+                 max_connections=MAX_CONNECTIONS, idle_seconds=IDLE_SECONDS):
         self.render = render
         self.authorize = authorize
         self.certificates = _Certificates(cert_file, key_file) if cert_file else None
+        self.idle_seconds = idle_seconds
+        self.connections = threading.BoundedSemaphore(max_connections)
         ThreadingHTTPServer.__init__(self, (address, port), _Handler)
+
+    def process_request(self, request, client_address):
+        """A thread for the connection while fewer than max_connections are served; else it is closed."""
+        if not self.connections.acquire(blocking=False):
+            self.shutdown_request(request)
+            return
+        try:
+            ThreadingHTTPServer.process_request(self, request, client_address)
+        except BaseException:
+            self.connections.release()
+            self.shutdown_request(request)
+            raise
+
+    def process_request_thread(self, request, client_address):
+        try:
+            ThreadingHTTPServer.process_request_thread(self, request, client_address)
+        finally:
+            self.connections.release()
 
     def verdict(self, authorization):
         """(status, reason) for a request to /metrics carrying ``authorization`` (the header or None)."""
@@ -164,10 +193,11 @@ class MetricsServer(ThreadingHTTPServer):
 
     def get_request(self):
         conn, addr = self.socket.accept()
+        # every read waits at most idle_seconds: a client that stops sending holds its thread no longer
+        conn.settimeout(self.idle_seconds)
         if self.certificates is not None:
             # the handshake happens on the first read, in the request's own thread: a client that
             # never finishes it holds that thread (until the timeout), not the accepting loop
-            conn.settimeout(30)
             conn = self.certificates.current().wrap_socket(conn, server_side=True, do_handshake_on_connect=False)
         return conn, addr
 

@@ -141,9 +141,9 @@ def test_the_table_is_bounded_expired_verdicts_first_then_the_oldest():
     assert len(api.requests) == asked, "the two newest are kept"
     check("Bearer a")
     assert len(api.requests) == asked + 2, "the oldest went"
-    api.tokens["forged"] = None
+    api.tokens["d"] = PROMETHEUS
     clock.now += 61  # every verdict expired: room is made by dropping those, not a live one
-    check("Bearer forged")
+    check("Bearer d")
     assert len(check.cache) == 1
 
 
@@ -390,3 +390,36 @@ def test_a_review_whose_thread_cannot_start_frees_its_slot_and_leaves_nothing_pe
     assert check.pending == {}
     monkeypatch.setattr(threading.Thread, "start", real_start)
     assert check("Bearer prom") == (200, PROMETHEUS["username"])
+
+
+def test_made_up_tokens_never_push_a_scrapers_allowed_verdict_out():
+    """Hostile review: 5,000 distinct bad tokens evicted Prometheus's kept verdict (one table for both)."""
+    api, clock = FakeApi(), Clock()
+    check = authn.TokenReviewer(api, cache_size=8, clock=clock, review_burst=10000)
+    assert check("Bearer prom")[0] == 200
+    asked = len(api.requests)
+    for index in range(200):
+        clock.now += 0.01
+        assert check("Bearer made-up-%d" % index)[0] == 401
+    assert len(check.refused) == 8 and len(check.cache) == 1, "each table bounded on its own"
+    reviews = len(api.requests)
+    assert check("Bearer prom") == (200, PROMETHEUS["username"]) and len(api.requests) == reviews, \
+        "the scraper's verdict is still kept: its scrape costs no request"
+    assert reviews - asked == 200
+
+
+def test_reviews_of_unknown_tokens_are_bounded_in_rate():
+    """Hostile review: the rate of TokenReviews made-up tokens caused was unlimited."""
+    api, clock = FakeApi(), Clock()
+    check = authn.TokenReviewer(api, clock=clock, review_rate=2.0, review_burst=5)
+    verdicts = [check("Bearer made-up-%d" % index)[0] for index in range(50)]
+    assert verdicts[:5] == [401] * 5 and set(verdicts[5:]) == {503}, verdicts
+    assert api.kinds().count("TokenReview") == 5, "beyond the burst no request reached the API server"
+    clock.now += 1.0  # two more a second
+    assert [check("Bearer later-%d" % index)[0] for index in range(3)] == [401, 401, 503]
+    # a kept verdict costs nothing from the budget, and Prometheus's first scrape gets its review in time
+    clock.now += 10.0
+    assert check("Bearer prom")[0] == 200
+    for _index in range(20):
+        assert check("Bearer prom")[0] == 200
+    assert api.kinds().count("TokenReview") == 8

@@ -10,8 +10,10 @@ __metaclass__ = type
 
 import hashlib
 import os
+import socket
 import ssl
 import threading
+import time
 import urllib.error
 import urllib.request
 
@@ -174,3 +176,61 @@ def test_files_that_do_not_load_at_the_start_stop_the_server(tmp_path):
     with pytest.raises(ssl.SSLError):
         metrics_server.MetricsServer("127.0.0.1", 0, lambda: METRICS, str(tmp_path / "tls.crt"),
                                      str(tmp_path / "tls.key"))
+
+
+def started(**kwargs):
+    """A MetricsServer over plain HTTP on a loopback port, serving in a thread; (server, port)."""
+    server = metrics_server.MetricsServer("127.0.0.1", 0, lambda: METRICS, **kwargs)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server, server.port
+
+
+def closed_within(connection, seconds):
+    """Whether the server closes ``connection`` (an empty read) within ``seconds``."""
+    connection.settimeout(seconds)
+    try:
+        return connection.recv(1) == b""
+    except socket.timeout:
+        return False
+    except ConnectionResetError:
+        return True
+
+
+def test_a_plain_http_connection_that_sends_nothing_is_closed_after_the_idle_time():
+    """Hostile review: plain-HTTP connections had no read timeout, so an idle one held a thread for good."""
+    server, port = started(idle_seconds=1)
+    try:
+        idle = socket.create_connection(("127.0.0.1", port), timeout=5)
+        assert closed_within(idle, 5), "the idle connection was not closed"
+        half = socket.create_connection(("127.0.0.1", port), timeout=5)
+        half.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n")  # a request that never ends
+        assert closed_within(half, 5), "a request cut short held its connection"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_connections_beyond_the_bound_are_closed_at_once_and_get_no_thread():
+    """Hostile review: every connection got a thread (150 idle connections, 150 threads)."""
+    server, port = started(max_connections=3, idle_seconds=30)
+    try:
+        before = threading.active_count()
+        held = [socket.create_connection(("127.0.0.1", port), timeout=5) for _index in range(3)]
+        time.sleep(0.5)
+        extra = [socket.create_connection(("127.0.0.1", port), timeout=5) for _index in range(20)]
+        assert all(closed_within(connection, 5) for connection in extra), "a connection past the bound stayed open"
+        assert threading.active_count() - before <= 3, "more threads than the bound"
+        for connection in held:
+            connection.close()
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % port, timeout=5) as answer:
+                    assert answer.read().decode() == METRICS
+                break
+            except (urllib.error.URLError, ConnectionError):
+                assert time.monotonic() < deadline, "the server did not serve again once the connections closed"
+                time.sleep(0.2)
+    finally:
+        server.shutdown()
+        server.server_close()
