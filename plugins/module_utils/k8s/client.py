@@ -16,6 +16,7 @@ __metaclass__ = type
 import copy
 import json
 import os
+import threading
 import time
 
 from ansible_collections.numa.kube.plugins.module_utils.k8s.objects import (
@@ -172,6 +173,10 @@ class KubeApi:
         self.limit_option = "wait_ceiling" if params.get("wait_ceiling") else "wait_timeout"
         self.wait_timeout = params.get("wait_ceiling") or params.get("wait_timeout") or DEFAULT_WAIT_TIMEOUT
         self.deadline = clock() + self.wait_timeout
+        # how long one request may go without its whole answer where wait_timeout is a stall window
+        # (modules with wait_ceiling): that window; elsewhere wait_timeout bounds the task, and what
+        # is left of it bounds the request (see request_budget)
+        self.stall = params.get("wait_timeout") if params.get("wait_ceiling") else None
         self.adopt = bool(params.get("adopt"))
         self.stack = stack
         self.kept = []  # objects absent left alone because numa.kube did not make them
@@ -183,11 +188,17 @@ class KubeApi:
         """Time beyond the deadline for undoing a failed change (never for the change itself)."""
         self.deadline = max(self.deadline, self.clock()) + seconds
 
+    def request_budget(self):
+        """Seconds the next request may take in all, its whole answer read: what is left of the
+        task's deadline and at most the stall window (wait_timeout: a request without its answer for
+        that long is a wait without progress), but not below MIN_REQUEST_SECONDS (a request started
+        just before the deadline still gets its answer)."""
+        left = self.remaining() if self.stall is None else min(self.remaining(), self.stall)
+        return max(left, MIN_REQUEST_SECONDS)
+
     def request_timeout(self):
-        """(connect, read) seconds for the next request: the defaults, cut to what is left of the
-        task's deadline, but not below MIN_REQUEST_SECONDS (a request started just before the
-        deadline still gets its answer)."""
-        left = max(self.remaining(), MIN_REQUEST_SECONDS)
+        """(connect, read) seconds for the next request: the defaults, cut to its budget."""
+        left = self.request_budget()
         return (min(self.timeout[0], left), min(self.timeout[1], left))
 
     def request(self, method, path, body=None, text=False, **params):
@@ -214,7 +225,8 @@ class KubeApi:
         retried = 0
         while True:
             try:
-                answer = self.client.request(method, path, body=body, serialize=False, **params)
+                data = self._within(self.request_budget() if total is None else min(total, self.request_budget()),
+                                    verb, path, body, params)
                 break
             except DynamicApiError as exc:
                 status = getattr(exc, "status", None)
@@ -236,7 +248,7 @@ class KubeApi:
             except Exception as exc:  # connection refused, TLS, timeouts: name the server
                 raise KubeApiError("%s %s on %s: %s" % (verb, path, self.client.configuration.host, exc),
                                    transient=True)
-        data = (answer.data if total is None else self._read_within(answer, total, verb, path)).decode("utf-8", "replace")
+        data = data.decode("utf-8", "replace")
         if text:
             return data
         try:
@@ -250,6 +262,34 @@ class KubeApi:
             raise KubeApiError("%s %s: the answer nests deeper than %d levels, which no Kubernetes object does; "
                                "refused" % (verb, path, MAX_ANSWER_DEPTH))
         return decoded
+
+    def _within(self, seconds, verb, path, body, params):
+        """The whole body of one attempt at ``verb path``, sent and read within ``seconds`` in all.
+
+        The attempt runs in a thread of its own: the connect and read timeouts bound each step of
+        it, but a server that trickles its headers or its body a byte at a time never trips them,
+        so the caller waits for the whole at most ``seconds`` and then gives up on it (the thread,
+        left behind, ends at its own timeouts). The attempt's own exceptions (the API's answers,
+        connection errors) are raised here as they were raised there."""
+        outcome = {}
+
+        def attempt():
+            try:
+                answer = self.client.request(verb, path, body=body, serialize=False, **params)
+                outcome["data"] = self._read_within(answer, seconds, verb, path)
+            except BaseException as exc:  # pylint: disable=broad-except  # raised again in the caller
+                outcome["error"] = exc
+
+        worker = threading.Thread(target=attempt, name="kube-request", daemon=True)
+        worker.start()
+        worker.join(seconds)
+        if worker.is_alive():
+            raise KubeApiError("%s %s on %s: no complete answer within %d s (the request's share of the task's "
+                               "time, wait_timeout at most); the server accepts requests but answers too slowly or "
+                               "not at all" % (verb, path, self.client.configuration.host, seconds), transient=True)
+        if "error" in outcome:
+            raise outcome["error"]
+        return outcome["data"]
 
     def _read_within(self, answer, seconds, verb, path):
         """The body of ``answer`` (a urllib3 response not yet read), read in pieces and given up

@@ -8,6 +8,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import json
+import time
 
 import pytest
 
@@ -475,3 +476,68 @@ def test_an_answer_nested_too_deep_is_refused_where_it_is_parsed(http_api, depth
     # an ordinary object of some depth is read as it is
     routes["/api/v1/nodes/w2"] = (200, '{"a": %s1%s}' % ("[" * 100, "]" * 100))
     assert api.get("/api/v1/nodes/w2")["a"] is not None
+
+
+def test_a_request_takes_at_most_the_stall_window_where_wait_timeout_is_one():
+    """Hostile review: with wait_timeout 20 (and the default wait_ceiling 3600) one request to a silent
+    server waited 60 s, longer than the whole window the user gave."""
+    now = [0.0]
+    api = KubeApi({"host": "http://127.0.0.1:9", "api_key": "t", "wait_timeout": 20, "wait_ceiling": 3600},
+                  clock=lambda: now[0])
+    assert api.request_budget() == 20 and api.request_timeout() == (10, 20)
+    now[0] = 3590.0
+    assert api.request_budget() == 10, "and never more than what is left of the task"
+
+
+@pytest.fixture
+def trickling_server():
+    """A loopback server that answers every request a byte at a time, one every 0.2 s, for ever
+    (``where``: in its headers or in its body)."""
+    import socket
+    import threading
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(8)
+    stop = threading.Event()
+
+    def serve(where):
+        while not stop.is_set():
+            try:
+                connection, _address = listener.accept()
+            except OSError:
+                return
+            connection.recv(65536)
+            head = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+            if where == "body":
+                connection.sendall(head + b"Content-Length: 100000\r\n\r\n")
+            else:
+                connection.sendall(b"HTTP/1.1 200 OK\r\n")
+            while not stop.is_set():
+                try:
+                    connection.sendall(b" " if where == "body" else b"X")
+                except OSError:
+                    break
+                time.sleep(0.2)
+            connection.close()
+
+    def start(where):
+        threading.Thread(target=serve, args=(where,), daemon=True).start()
+        return listener.getsockname()[1]
+
+    yield start
+    stop.set()
+    listener.close()
+
+
+@pytest.mark.parametrize("where", ["headers", "body"])
+def test_a_server_trickling_its_answer_is_given_up_on_within_the_requests_budget(trickling_server, where):
+    """Hostile review: a server trickling one byte at a time kept a request past the task's deadline
+    (each read came within the read timeout)."""
+    port = trickling_server(where)
+    api = KubeApi({"host": "http://127.0.0.1:%d" % port, "api_key": "t", "wait_timeout": 6, "wait_ceiling": 60})
+    started = time.monotonic()
+    with pytest.raises(KubeApiError, match="no complete answer within 6 s") as caught:
+        api.get("/api/v1/nodes/w1")
+    assert time.monotonic() - started < 9, "the request outlived its budget"
+    assert caught.value.transient
