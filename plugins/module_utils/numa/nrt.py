@@ -84,9 +84,10 @@ resync. It clears when the pod runs or goes.
 Ownership: numa.kube's object carries the managed-by label and no other writer's changes. NFD's
 topology-updater and the resource-topology-exporter update an existing object keeping its labels,
 so an updater that starts after numa.kube's publisher leaves numa.kube's label on an object it now
-writes; the API server records who wrote ``zones`` and ``attributes`` in ``metadata.managedFields``.
-``is_ours`` takes an object for numa.kube's only when no manager other than numa.kube's own (its
-publisher's ``PUBLISHER_FIELD_MANAGER``, its modules' ``k8s.objects.FIELD_MANAGER``) owns either.
+writes; the API server records who wrote ``zones``, ``attributes`` and the deprecated
+``topologyPolicies`` in ``metadata.managedFields``. ``is_ours`` takes an object for numa.kube's only
+when no manager other than numa.kube's own (its publisher's ``PUBLISHER_FIELD_MANAGER``, its
+modules' ``k8s.objects.FIELD_MANAGER``) owns any of them.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -107,8 +108,10 @@ PUBLISHER_LABELS = {MANAGED_BY: "numa.kube", "numa.kube/stack": "topology"}
 # the field manager the publisher's writes name (the API server records it in managedFields)
 PUBLISHER_FIELD_MANAGER = "numa-kube-nrt-publisher"
 OWN_MANAGERS = (PUBLISHER_FIELD_MANAGER, FIELD_MANAGER)
-# the fields a topology publisher writes (managedFields' FieldsV1 keys)
-CONTENT_FIELDS = ("f:zones", "f:attributes")
+# the fields a topology publisher writes (managedFields' FieldsV1 keys): numa.kube's writes zones
+# and attributes; older updaters (the resource-topology-exporter, NFD before v0.14) also write the
+# deprecated topologyPolicies, which makes them co-writers all the same
+CONTENT_FIELDS = ("f:zones", "f:attributes", "f:topologyPolicies")
 ZONE_TYPE = "Node"
 
 POLICY_ATTRIBUTE = "topologyManagerPolicy"
@@ -123,7 +126,7 @@ def zone_name(node_id):
 
 def co_writers(obj):
     """The managers other than numa.kube's own that ``metadata.managedFields`` shows owning an NRT's
-    ``zones`` or ``attributes`` (sorted; empty when none)."""
+    ``zones``, ``attributes`` or ``topologyPolicies`` (sorted; empty when none)."""
     names = set()
     for entry in ((obj or {}).get("metadata") or {}).get("managedFields") or []:
         manager = entry.get("manager") or ""
@@ -143,7 +146,8 @@ def foreign_reason(obj):
                                                   label or ", ".join(managers) or "unknown")
     others = co_writers(obj)
     if others:
-        return ("labelled numa.kube's, but its managedFields show %s writing its zones or attributes: another "
+        return ("labelled numa.kube's, but its managedFields show %s writing its zones, attributes or "
+                "topologyPolicies: another "
                 "topology updater shares it; keep one: take the node out of numa.kube's publisher_node_selector, "
                 "or stop the other updater there and delete the object (numa.kube's publisher then makes its own)"
                 % ", ".join(others))
@@ -152,7 +156,7 @@ def foreign_reason(obj):
 
 def is_ours(obj):
     """Whether an NRT object is numa.kube's: its managed-by label, and no manager other than numa.kube's
-    own owns its zones or attributes in ``metadata.managedFields``."""
+    own owns its zones, attributes or topologyPolicies in ``metadata.managedFields``."""
     return foreign_reason(obj) is None
 
 

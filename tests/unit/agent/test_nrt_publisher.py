@@ -208,7 +208,7 @@ def test_an_updater_that_starts_later_and_keeps_numa_kubes_label_is_seen_and_lef
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert len(warnings) == 2, "once per resync: %s" % warnings
     assert warnings[0].startswith("NodeResourceTopology w1 is not numa.kube's (labelled numa.kube's, but its "
-                                  "managedFields show nfd-topology-updater writing its zones or attributes")
+                                  "managedFields show nfd-topology-updater writing its zones, attributes or topologyPolicies")
     assert "delete the object" in warnings[0]
 
 

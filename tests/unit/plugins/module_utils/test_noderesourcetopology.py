@@ -253,12 +253,15 @@ def test_ownership_is_the_label_and_no_other_writer_of_zones_or_attributes():
     assert nrt.is_ours({"metadata": {"labels": labels, "managedFields": own}}), "numa.kube's own writers"
     label_edit = managed("kubectl-label", metadata={"f:labels": {"f:team": {}}})
     assert nrt.is_ours({"metadata": {"labels": labels, "managedFields": own + [label_edit]}}), "metadata only"
-    for fields in (("zones",), ("attributes",), ("zones", "attributes")):
+    # topologyPolicies: the deprecated field older updaters write (hostile review: absent would have
+    # deleted an object such a co-writer keeps)
+    for fields in (("zones",), ("attributes",), ("zones", "attributes"), ("topologyPolicies",)):
         obj = {"metadata": {"labels": labels, "managedFields": own + [managed("nfd-topology-updater", *fields)]}}
         assert not nrt.is_ours(obj), fields
         assert nrt.co_writers(obj) == ["nfd-topology-updater"]
         assert nrt.foreign_reason(obj).startswith(
-            "labelled numa.kube's, but its managedFields show nfd-topology-updater writing its zones or attributes")
+            "labelled numa.kube's, but its managedFields show nfd-topology-updater writing its zones, attributes or "
+            "topologyPolicies")
     assert nrt.foreign_reason({"metadata": {"managedFields": [managed("resource-topology-exporter", "zones")]}}) == (
         "no label app.kubernetes.io/managed-by=numa.kube; written by resource-topology-exporter")
     assert nrt.OWN_MANAGERS == (nrt.PUBLISHER_FIELD_MANAGER, k8s_objects.FIELD_MANAGER)
