@@ -177,10 +177,12 @@ def random_machine(rng, big=False):
     cores[0] = cores[0] or rng.choice([1, 2, 4])
     smt = rng.choice([1, 1, 2, 2, 4])
     layout = rng.random()
-    if layout < 0.6:
+    if layout < 0.5:
         sockets, per_node = list(range(count)), 1
-    elif layout < 0.8:
+    elif layout < 0.65:
         sockets, per_node = [0] * count, 1  # sub-NUMA clustering: several nodes on one socket
+    elif layout < 0.8:
+        sockets, per_node = [index // 2 for index in range(count)], 1  # two nodes a socket
     else:
         sockets, per_node = list(range(count)), rng.choice([2, 3])  # more sockets than NUMA nodes
     if big:
@@ -510,7 +512,9 @@ def static_alone(rng):
         config["systemReserved"] = {"memory": rng.choice(["128Mi", "0", "1Gi"])}
     roll = rng.random()
     if roll < 0.3:
-        config["evictionHard"] = {"memory.available": rng.choice(["100Mi", "0%", "100%", "200Mi", "5%"])}
+        # with white space around the percent sign too: kubelet's ParseFloat takes no space
+        config["evictionHard"] = {"memory.available": rng.choice(
+            ["100Mi", "0%", "100%", "200Mi", "5%", "10 %", " 5%", "5% ", "5%%", "7.5%"])}
     elif roll < 0.45:
         config["evictionHard"] = {"nodefs.available": "10%"}
     elif roll < 0.5:

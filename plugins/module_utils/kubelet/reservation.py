@@ -44,6 +44,7 @@ from ansible_collections.numa.kube.plugins.module_utils.kubelet.reservation_rule
     eks_kube_reserved_memory,
     eviction_memory,
     eviction_problems,
+    eviction_threshold,
     hugepage_size,
     node_allocatable_reservation,
     parse_resource_map,
@@ -163,6 +164,11 @@ def check_without_machine(reserved_memory, distribution="kubeadm", kube_reserved
     threshold = str(eviction.get("memory.available", ""))
     percentage = threshold.endswith("%") and threshold not in ("0%", "100%")
     if percentage:
+        # its amount depends on the machine, but not whether kubelet can read it ("10 %" it cannot)
+        try:
+            eviction_threshold("memory.available", threshold, "evictionHard.memory.available")
+        except ReservationError as exc:
+            late.extend(exc.problems)
         eviction = dict((k, v) for k, v in eviction.items() if k != "memory.available")
     requirement = node_allocatable_reservation(kube, system, eviction, None, source)
     if percentage:

@@ -470,3 +470,15 @@ def test_a_huge_layout_is_written_so_that_kubelet_can_read_it_back():
 def test_numa_node_memory_keys_are_node_ids(key):
     with pytest.raises(ReservationError, match="is not a NUMA node id"):
         plan(numa_node_memory={key: 2 ** 30})
+
+
+@pytest.mark.parametrize("threshold", ["10 %", " 5%", "5%%", "1_0%"])
+def test_a_percentage_threshold_kubelet_cannot_read_is_refused_without_the_machine_too(threshold):
+    """Held-out inputs against kubelet 1.36.3: a memory.available percentage with a space before the
+    percent sign passed when the machine was unknown (its amount depends on the machine, so the
+    threshold was set aside unread); kubelet's ParseFloat fails on it."""
+    with pytest.raises(ReservationError, match="is not a percentage"):
+        check_without_machine([{"numaNode": 0, "limits": {"memory": "1Gi"}}], kube_reserved={"memory": "1Gi"},
+                              eviction_hard={"memory.available": threshold})
+    check_without_machine([{"numaNode": 0, "limits": {"memory": "1Gi"}}], kube_reserved={"memory": "1Gi"},
+                          eviction_hard={"memory.available": "10%"})
