@@ -11,6 +11,9 @@ import os
 import subprocess
 import sys
 
+import pytest
+
+from ansible_collections.numa.kube.plugins.module_utils.kubelet import reservation
 from ansible_collections.numa.kube.tests.unit.plugins.sysfs_tree import four_nodes_with_memory_only
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -36,15 +39,70 @@ def task_result(report, name):
     raise AssertionError("no task %r in the report" % name)
 
 
+def flags(text):
+    """{flag name: value} of kubelet flags written --name=value (kubelet-arg entries are name=value)."""
+    result = {}
+    for item in text:
+        name, _sep, value = item.lstrip("-").partition("=")
+        result[name] = value
+    return result
+
+
+def reserved_memory_of(flag):
+    """kubelet's --reserved-memory text (0:memory=285Mi;1:memory=142Mi) as reservedMemory entries."""
+    entries = []
+    for part in flag.split(";"):
+        node, _sep, limits = part.partition(":")
+        entries.append({"numaNode": int(node), "limits": dict(item.split("=", 1) for item in limits.split(","))})
+    return entries
+
+
+def pairs(text):
+    """--kube-reserved's cpu=80m,memory=893Mi as a mapping."""
+    return dict(item.split("=", 1) for item in text.split(",")) if text else {}
+
+
 def test_demo_on_a_recorded_four_node_machine(tmp_path):
+    """Every line the demo prints for a distribution is that distribution's own reservation: run
+    through reserved_memory for it, each is exactly what kubelet there demands (the review of a new
+    user found the RKE2 line carrying kubeadm's sum, which RKE2's kubelet refuses, and an EKS line
+    with kubeadm's variable name and not the EKS formula)."""
     sys_root, proc_root = four_nodes_with_memory_only().write(str(tmp_path / "machine"))
     rc, report, stderr = run_playbook(tmp_path, "-e", "demo_sysfs_root=%s demo_procfs_root=%s" % (sys_root, proc_root))
     assert rc == 0, stderr
-    reservation = task_result(report, "Compute the Memory Manager reservation kubelet will demand")
+    results = task_result(report, "Compute the Memory Manager reservation kubelet will demand")["results"]
+    by = dict((item["item"], item) for item in results)
     # 1636Mi spread over nodes 0 (4Gi), 1 (2Gi), 3 (1Gi), 5 (16Gi) in proportion to their memory
-    assert reservation["reserved_memory_flag"] == "0:memory=285Mi;1:memory=142Mi;3:memory=71Mi;5:memory=1138Mi"
+    assert by["kubeadm"]["reserved_memory_flag"] == "0:memory=285Mi;1:memory=142Mi;3:memory=71Mi;5:memory=1138Mi"
+    assert by["rke2"]["required"] != by["kubeadm"]["required"], "RKE2's eviction default differs from kubeadm's"
     lines = task_result(report, "Print the report")["msg"]
-    assert lines[0].startswith("NUMA: yes, 4 node(s), 8 CPU(s)")
+    assert lines[0].startswith("NUMA: yes, 4 node(s), 8 CPU(s), ") and " socket(s) (ids " in lines[0], lines[0]
+    topology = task_result(report, "Read the NUMA topology")["ansible_facts"]["numa_topology"]
+    memory = topology["numa_node_memory"]
+
+    kubeadm = json.loads([line for line in lines if line.startswith("kubeadm KubeletConfiguration: ")][0]
+                         .split(": ", 1)[1])
+    reservation.plan(numa_node_memory=memory, kube_reserved=kubeadm["kubeReserved"],
+                     system_reserved=kubeadm["systemReserved"], distribution="kubeadm",
+                     reserved_memory=kubeadm["reservedMemory"])
+
+    rke2 = flags(json.loads([line for line in lines if line.startswith("RKE2 and k3s kubelet-arg: ")][0]
+                            .split(": ", 1)[1]))
+    for distribution in ("rke2", "k3s"):
+        reservation.plan(numa_node_memory=memory, kube_reserved=pairs(rke2.get("kube-reserved")),
+                         system_reserved=pairs(rke2.get("system-reserved")), distribution=distribution,
+                         reserved_memory=reserved_memory_of(rke2["reserved-memory"]))
+    with pytest.raises(reservation.ReservationError, match="not equal"):
+        reservation.plan(numa_node_memory=memory, kube_reserved=pairs(rke2.get("kube-reserved")),
+                         system_reserved=pairs(rke2.get("system-reserved")), distribution="kubeadm",
+                         reserved_memory=reserved_memory_of(rke2["reserved-memory"]))
+
+    eks = flags([line for line in lines if line.startswith("EKS AL2 bootstrap.sh --kubelet-extra-args: ")][0]
+                .split(": ", 1)[1].split())
+    assert pairs(eks["kube-reserved"])["memory"] == "%dMi" % (11 * 110 + 255), "EKS's formula for 110 pods"
+    reservation.plan(numa_node_memory=memory, kube_reserved=pairs(eks["kube-reserved"]), distribution="eks",
+                     reserved_memory=reserved_memory_of(eks["reserved-memory"]), eks_max_pods=110,
+                     cpu_count=topology["cpu_count"])
 
 
 def test_demo_stops_on_a_bad_quantity(tmp_path):
@@ -53,4 +111,4 @@ def test_demo_stops_on_a_bad_quantity(tmp_path):
     rc, report, dummy = run_playbook(tmp_path, "-e", extra, "-e", '{"demo_kube_reserved": {"memory": "1GB"}}')
     assert rc != 0
     failure = task_result(report, "Compute the Memory Manager reservation kubelet will demand")
-    assert failure["failed"] and "kubeReserved.memory" in failure["msg"]
+    assert failure["failed"] and any("kubeReserved.memory" in item.get("msg", "") for item in failure["results"])
