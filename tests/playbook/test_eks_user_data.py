@@ -11,6 +11,7 @@ __metaclass__ = type
 import email
 import json
 import os
+import stat
 import subprocess
 import sys
 
@@ -81,3 +82,19 @@ def test_al2_without_the_cpu_count_stops_naming_the_fix(tmp_path):
     assert code != 0
     assert "numa.kube.eks_kubelet_extra_args" in out and "give cpu_count" in out
     assert not os.path.exists(str(tmp_path / "kubelet-extra-args"))
+
+
+def test_a_folder_that_does_not_exist_yet_is_made_private_and_an_existing_one_keeps_its_mode(tmp_path):
+    """The new-user walk: the documented command failed on a fresh controller, the folder not being there."""
+    target = tmp_path / "new" / "ud"
+    code, out, err = run(tmp_path, "eks-al2023", "-e", "eks_user_data_dir=%s" % target)
+    assert code == 0, out + err
+    assert stat.S_IMODE(os.stat(str(target)).st_mode) == 0o700
+    assert stat.S_IMODE(os.stat(str(target / "user-data.mime")).st_mode) == 0o600
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    os.chmod(str(shared), 0o755)
+    code, out, err = run(tmp_path, "eks-al2", "-e", "eks_user_data_cpu_count=4", "-e", "eks_user_data_dir=%s" % shared)
+    assert code == 0, out + err
+    assert stat.S_IMODE(os.stat(str(shared)).st_mode) == 0o755, "an existing folder keeps its mode"
+    assert (shared / "kubelet-extra-args").exists()
