@@ -130,3 +130,21 @@ def test_the_preflight_refuses_its_own_control_plane_batch_from_the_command_line
     message = list(task["hosts"].values())[0]["msg"]
     assert "__numa_kube_control_plane_serial is set (\"100%\")" in message and "one at a time" in message, message
     assert len(report["plays"]) == 1, "no node was read or changed"
+
+
+def test_the_preflight_refuses_one_node_name_for_several_hosts(tmp_path):
+    """The new-user walk: the EKS inventories set rollout_node_name for the whole group; copied to a
+    fleet, every host would drain and label the same Node."""
+    done, report = play(tmp_path, "site.yml", {}, inventory_vars={"rollout_node_name": "ip-10-0-1-10.ec2.internal"},
+                        more=["--check", "--start-at-task", "Check what is asked of the node (numa_kube_state)"])
+    assert done.returncode != 0
+    task = [task for task in report["plays"][0]["tasks"] if task["task"]["name"].startswith("Check that no two hosts")][0]
+    message = list(task["hosts"].values())[0]["msg"]
+    assert "ip-10-0-1-10.ec2.internal for %s" % ", ".join(HOSTS) in message, message
+    assert len(report["plays"]) == 1, "no node was read or changed"
+    # one name a host, or none (the host name), passes
+    names = dict((host, {"rollout_node_name": "n-%s" % host}) for host in HOSTS[:3])
+    done, report = play(tmp_path, "site.yml", {}, host_vars=names,
+                        more=["--check", "--start-at-task", "Check what is asked of the node (numa_kube_state)"])
+    task = [task for task in report["plays"][0]["tasks"] if task["task"]["name"].startswith("Check that no two hosts")][0]
+    assert not list(task["hosts"].values())[0].get("failed"), task
