@@ -14,15 +14,18 @@ class ProblemsError(ValueError):
     change that cannot be made as asked.
 
     ``problems`` lists every finding, so a user can fix them all in one go; ``result`` is what the
-    task did before it stopped (the cluster stacks report what they applied), empty when nothing.
+    task did before it stopped (the cluster stacks report what they applied), empty when nothing;
+    ``summary``, when given, opens the message (what was refused as a whole) without being one of
+    the problems.
     """
 
-    def __init__(self, problems, result=None):
+    def __init__(self, problems, result=None, summary=None):
         if isinstance(problems, str):
             problems = [problems]
         self.problems = list(problems)
         self.result = dict(result or {})
-        ValueError.__init__(self, "; ".join(self.problems))
+        message = "; ".join(self.problems)
+        ValueError.__init__(self, "%s: %s" % (summary, message) if summary else message)
 
 
 def fail_with_problems(module, problems, prefix=""):

@@ -286,9 +286,10 @@ def main():
     api = connect(module, "volcano")
     if not HAS_YAML:
         module.fail_json(msg=missing_required_lib("PyYAML"))
-    text = read_manifest(module)
 
     def work():
+        # a manifest refused or unreadable fails the task as every stack refusal does: its problems listed
+        text = read_manifest(module.params)
         result = run(api, module.params, text, module.check_mode, api.wait_for)
         if result.get("numatopologies") == []:
             module.warn("no Node matches publisher_node_selector %s: the Numatopology publisher runs nowhere and "

@@ -168,28 +168,24 @@ def check_checksum(data, checksum, source):
 
 # --- the manifest's documents ------------------------------------------------------------------------
 
-def read_manifest(module):
-    """The volcano_stack module's manifest as text (None without one); ends the task when its source or
-    checksum is refused or it cannot be read."""
-    source, checksum = module.params["manifest"], module.params["manifest_checksum"]
+def read_manifest(params):
+    """The volcano_stack module's manifest as text (None without one); VolcanoError, naming every
+    problem, when its source or checksum is refused or it cannot be read."""
+    source, checksum = params["manifest"], params["manifest_checksum"]
     if source is None:
         return None
-    try:
-        check_source(source, checksum)
-    except VolcanoError as exc:
-        module.fail_json(msg=str(exc))
+    check_source(source, checksum)
     try:
         if is_url(source):
             data = read_bounded(open_url(source, timeout=DOWNLOAD_TIMEOUT), source)
         else:
             with open(source, "rb") as handle:
                 data = handle.read()
+    except VolcanoError:
+        raise
     except Exception as exc:  # pylint: disable=broad-except  # any failure to read is the user's to fix
-        module.fail_json(msg="cannot read the manifest %s: %s" % (source, exc))
-    try:
-        check_checksum(data, checksum, source)
-    except VolcanoError as exc:
-        module.fail_json(msg=str(exc))
+        raise VolcanoError("cannot read the manifest %s: %s" % (source, exc))
+    check_checksum(data, checksum, source)
     return data.decode("utf-8")
 
 
@@ -378,7 +374,7 @@ def volcano_objects(text, params):
     problems = option_problems(params) + manifest_problems(documents, params)
     if problems:
         verb = "applied" if params["state"] == "present" else "deleted"
-        raise VolcanoError(["the manifest %s was refused, nothing was %s" % (params["manifest"], verb)] + problems)
+        raise VolcanoError(problems, summary="the manifest %s was refused, nothing was %s" % (params["manifest"], verb))
     return adjust(documents, params)
 
 

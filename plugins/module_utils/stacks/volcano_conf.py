@@ -40,8 +40,8 @@ class VolcanoError(ProblemsError):
 
     ``details`` carries what a failed task reports beside its message (the rollback of a switch)."""
 
-    def __init__(self, problems, details=None):
-        ProblemsError.__init__(self, problems)
+    def __init__(self, problems, details=None, summary=None):
+        ProblemsError.__init__(self, problems, summary=summary)
         self.details = details or {}
 
 

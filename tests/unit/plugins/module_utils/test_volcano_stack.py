@@ -383,6 +383,7 @@ def refusal(params, text=MANIFEST, api=None):
     with pytest.raises(VolcanoError) as caught:
         volcano_stack.run(api, params, text, False, no_wait)
     assert [e for e in api.events if e[0] in ("apply", "delete")] == [], "nothing changed before the refusal"
+    refusal.message = str(caught.value)
     return caught.value.problems
 
 
@@ -398,13 +399,14 @@ kind: ValidatingWebhookConfiguration
 metadata: {name: volcano-admission-service-pods-validate}
 """
     problems = refusal(ADMISSION, text)
-    assert problems[0] == "the manifest volcano-development.yaml was refused, nothing was applied"
-    assert problems[1].startswith(
+    # what was refused as a whole opens the message; the problems are problems alone
+    assert refusal.message.startswith("the manifest volcano-development.yaml was refused, nothing was applied: ")
+    assert problems[0].startswith(
         "the manifest holds kinds numa.kube does not apply: policy/v1 PodDisruptionBudget (document 8, "
         "volcano-scheduler), admissionregistration.k8s.io/v1beta1 ValidatingWebhookConfiguration (document 9, "
         "volcano-admission-service-pods-validate) [numa.kube applies ValidatingWebhookConfiguration as "
         "admissionregistration.k8s.io/v1]; it applies only ClusterRole, ClusterRoleBinding, ConfigMap, ")
-    assert problems[1].endswith("Remove those documents from the manifest (and apply them yourself), or use "
+    assert problems[0].endswith("Remove those documents from the manifest (and apply them yourself), or use "
                                 "Volcano's release manifest (installer/volcano-development.yaml)")
 
 
@@ -416,7 +418,7 @@ def test_every_bad_document_is_listed_in_one_refusal():
         .replace('image: "mirror.example/volcanosh/vc-webhook-manager:v1.14.0"', 'image: ""') \
         .replace("metadata: {name: volcano-system}", "metadata: {name: volcano.system}")
     problems = refusal(dict(ADMISSION, namespace="-x", publisher_image="https://r/agent:1"), text)
-    assert problems[1:] == [
+    assert problems == [
         "namespace (the option) '-x' is not a valid namespace name: it must be a DNS-1123 label (lower-case letters, "
         "digits and '-', starting and ending with a letter or digit, at most 63 characters); fix the value",
         "publisher_image: image 'https://r/agent:1' is not an image reference: it starts with a scheme (registries "
@@ -443,8 +445,8 @@ def test_every_bad_document_is_listed_in_one_refusal():
 def test_a_malformed_image_in_the_manifest_is_refused(image, why):
     text = MANIFEST.replace("mirror.example/volcanosh/vc-scheduler:v1.14.0", image)
     problems = refusal(dict(ADMISSION, image_registry=None, image_tag=None), text)
-    assert problems[1:] == ["document 4 (Deployment volcano-system/volcano-scheduler) container 's': image %r is not "
-                            "an image reference: %s; fix the manifest" % (image, why)]
+    assert problems == ["document 4 (Deployment volcano-system/volcano-scheduler) container 's': image %r is not "
+                        "an image reference: %s; fix the manifest" % (image, why)]
 
 
 def test_images_are_checked_as_adjusted():
@@ -453,7 +455,7 @@ def test_images_are_checked_as_adjusted():
     assert applied[3]["spec"]["template"]["spec"]["containers"][0]["image"] == "mirror.example/vc/vc-scheduler"
     text = MANIFEST.replace("mirror.example/volcanosh/vc-scheduler:v1.14.0", "mirror.example/volcanosh/VC-scheduler:v1")
     problems = refusal(dict(ADMISSION, image_registry="mirror.example", image_tag=None), text)
-    assert problems[1:] == [
+    assert problems == [
         "document 4 (Deployment volcano-system/volcano-scheduler) container 's' ('mirror.example/volcanosh/VC-scheduler:v1' "
         "with image_registry 'mirror.example', image_tag None): image 'mirror.example/VC-scheduler:v1' is not an image "
         "reference: it is not [registry[:port]/]repository[:tag][@digest] in lower case; fix the manifest, or "
@@ -462,7 +464,7 @@ def test_images_are_checked_as_adjusted():
 
 def test_image_options_are_checked_once_not_for_each_container():
     problems = refusal(dict(ADMISSION, image_registry="https://registry.example", image_tag="v1 .2"))
-    assert problems[1:] == [
+    assert problems == [
         "image_registry 'https://registry.example' is not a registry and path: it must read host[:port][/path] in "
         "lower case, without whitespace or a scheme (e.g. registry.example/volcanosh); fix it",
         "image_tag 'v1 .2' is not an image tag: it must be letters, digits, '_', '.' and '-' (not first), at most "
@@ -481,8 +483,8 @@ def test_absent_checks_names_and_kinds_but_not_images():
     text = MANIFEST.replace('image: "mirror.example/volcanosh/vc-webhook-manager:v1.14.0"', 'image: ""')
     assert volcano_stack.volcano_objects(text, dict(ADMISSION, state="absent"))
     problems = refusal(dict(ADMISSION, state="absent"), text.replace("kind: Service", "kind: Sevrice"))
-    assert problems[0] == "the manifest volcano-development.yaml was refused, nothing was deleted"
-    assert problems[1].startswith("the manifest holds kinds numa.kube does not apply: v1 Sevrice (document 5, "
+    assert refusal.message.startswith("the manifest volcano-development.yaml was refused, nothing was deleted: ")
+    assert problems[0].startswith("the manifest holds kinds numa.kube does not apply: v1 Sevrice (document 5, "
                                   "volcano-admission-service); ")
 
 
@@ -802,3 +804,24 @@ def test_a_manifest_download_is_bounded_in_time_and_size():
     with pytest.raises(VolcanoError, match="is larger than 10 bytes"):
         volcano_stack.read_bounded(io.BytesIO(b"y" * 100), "https://example/v.yaml", limit=10)
     assert volcano_stack.read_bounded(io.BytesIO(b"kind: Namespace\n"), "https://example/v.yaml") == b"kind: Namespace\n"
+
+
+@pytest.mark.parametrize("source, checksum, words", [
+    ("http://example.com/volcano.yaml", None, "is not an https:// URL"),
+    ("https://example.com/volcano.yaml", None, "is a URL without manifest_checksum"),
+    ("/nonexistent/volcano.yaml", None, "cannot read the manifest /nonexistent/volcano.yaml"),
+])
+def test_a_manifest_refused_or_unreadable_fails_the_module_with_its_problems(monkeypatch, source, checksum, words):
+    """Review of the renovation: volcano_stack's manifest refusals ended the task with a message alone,
+    where every other stack refusal lists its problems."""
+    from ansible_collections.numa.kube.plugins.modules import volcano_stack as module
+    from ansible_collections.numa.kube.tests.unit.plugins.modules.module_runner import run as run_module
+
+    class Offline(object):
+        def wait_for(self, *args, **kwargs):
+            raise AssertionError("nothing is waited for")
+
+    monkeypatch.setattr(module, "connect", lambda module_, stack=None: Offline())
+    failed, result = run_module(module, {"manifest": source, "manifest_checksum": checksum})
+    assert failed and words in result["msg"], result
+    assert result["problems"] and words in result["problems"][0], result
