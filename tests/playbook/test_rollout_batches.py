@@ -148,3 +148,17 @@ def test_the_preflight_refuses_one_node_name_for_several_hosts(tmp_path):
                         more=["--check", "--start-at-task", "Check what is asked of the node (numa_kube_state)"])
     task = [task for task in report["plays"][0]["tasks"] if task["task"]["name"].startswith("Check that no two hosts")][0]
     assert not list(task["hosts"].values())[0].get("failed"), task
+
+
+def test_the_preflight_refuses_hosts_whose_host_name_is_one_node(tmp_path):
+    """Review of the fix: the check compared only the names given, where the Node a host works on is
+    rollout_node_name or else its host name; local hosts here share this machine's host name."""
+    done, report = play(tmp_path, "site.yml", {}, more=["--check", "--tags", "no_part"])
+    assert done.returncode != 0
+    task = [task for task in report["plays"][0]["tasks"] if task["task"]["name"].startswith("Check that no two hosts")][0]
+    message = list(task["hosts"].values())[0]["msg"]
+    assert "%s for %s" % (os.uname()[1], ", ".join(HOSTS)) in message, message
+    names = dict((host, {"rollout_node_name": "n-%s" % host}) for host in HOSTS)
+    done, report = play(tmp_path, "site.yml", {}, host_vars=names, more=["--check", "--tags", "no_part"])
+    task = [task for task in report["plays"][0]["tasks"] if task["task"]["name"].startswith("Check that no two hosts")][0]
+    assert not list(task["hosts"].values())[0].get("failed"), task

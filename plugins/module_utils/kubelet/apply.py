@@ -21,6 +21,7 @@ from ansible_collections.numa.kube.plugins.module_utils.kubelet.withdraw import 
     EMPTY_RECORD,
     RECORD_NAME,
     check_record,
+    flag_mode_problem,
     plan_withdraw,
     record_present,
 )
@@ -84,7 +85,8 @@ def load_record(module, path):
         bases = list(params["base_path"] or [])
         return check_record(applied_record.load(path), path,
                             own_files=[params["path"]] if params["dropin"] else [params["path"]] + bases,
-                            own_flag_files=own_flag_files(params), read_only_files=bases if params["dropin"] else ())
+                            own_flag_files=own_flag_files(params), read_only_files=bases if params["dropin"] else (),
+                            dropin=params["path"] if params["dropin"] else None)
     except applied_record.RecordError as exc:
         module.fail_json(msg=" | ".join(exc.problems), problems=exc.problems)
 
@@ -269,6 +271,9 @@ def present(module, online, record_file, record, side):
         flag = None
         if flag_changes:
             flag_mode = "%04o" % stat.S_IMODE(os.stat(flag_file).st_mode) if flag_before is not None else None
+            problem = flag_mode_problem(int(flag_mode, 8), flag_file) if flag_mode else None
+            if problem:
+                fail_with_problems(module, [problem])
             flag = (flag_file, flag_before, flag_mode, params["flag_file_text"], flag_config_dir(params))
         new_record = record_present(record, path, mode, plan["before"] if mode == "merge" else {},
                                     plan["config"] if mode == "merge" else {},

@@ -35,11 +35,23 @@ RECORD_NAME = "kubelet.json"
 FALLBACK_FIELDS = ("cpuManagerPolicy", "cpuManagerPolicyOptions", "memoryManagerPolicy", "reservedMemory",
                    "topologyManagerPolicy", "topologyManagerPolicyOptions", "topologyManagerScope")
 _ENVELOPE = ("apiVersion", "kind")
-# the widest mode a flag file numa.kube puts back may get: read and execute for all, writable by
-# its owner alone, no setuid, setgid or sticky bit (numa.kube makes a new one 0600 and otherwise
-# keeps the mode the file had, which the record holds)
-FLAG_MODE_LIMIT = 0o755
-_MODE_TEXT = re.compile(r"^0?[0-7]{3}$")
+# the widest mode a flag file numa.kube puts back may get: permission bits only (no setuid, setgid
+# or sticky bit), and nobody but its owner and group writing it. numa.kube makes a new one 0600 and
+# otherwise keeps the mode the file had, which the record holds; it refuses to edit a flag file
+# whose mode is wider (see flag_mode_problem), so it never records one.
+FLAG_MODE_LIMIT = 0o775
+_MODE_TEXT = re.compile(r"^0?[0-7]{3}\Z")
+
+
+def flag_mode_problem(mode, where):
+    """Why a flag file's mode (an int) is wider than numa.kube keeps or puts back, or None."""
+    if mode & ~FLAG_MODE_LIMIT:
+        return ("%s has mode %04o: a file that sets kubelet's flags must not be writable by others than its owner and "
+                "group, nor carry a setuid, setgid or sticky bit (numa.kube keeps and puts back modes within %04o); "
+                "chmod it (such as chmod 0644) and run again" % (where, mode, FLAG_MODE_LIMIT))
+    return None
+
+
 _MISSING = object()
 
 # 'absent' removes the record once the part is out, except where a file kubelet reads still holds
@@ -58,7 +70,7 @@ def _field_list(value):
     return isinstance(value, list) and all(isinstance(name, str) for name in value)
 
 
-def check_record(record, where, own_files=None, own_flag_files=None, read_only_files=()):
+def check_record(record, where, own_files=None, own_flag_files=None, read_only_files=(), dropin=None):
     """Refuse a kubelet record (applied_record.load's dict, or None) whose fields this release cannot
     undo from, or that names a file this run does not own; returns it.
 
@@ -75,7 +87,8 @@ def check_record(record, where, own_files=None, own_flag_files=None, read_only_f
     ``flag_file``, or the files kubelet's extra flags live in): when given, a record naming any
     other file is refused, so that a record cannot point 'absent' at a file numa.kube never
     changed. ``read_only_files`` (with a drop-in, the files kubelet reads before it) are refused
-    with their own reason: numa.kube only reads them then."""
+    with their own reason: numa.kube only reads them then. ``dropin``, the drop-in's path: numa.kube
+    only ever records it as its own whole file, so an entry of another kind for it is refused."""
     if record is None:
         return None
     applied_record.check_fields(record, where, {"files": dict})
@@ -102,6 +115,11 @@ def check_record(record, where, own_files=None, own_flag_files=None, read_only_f
                             "kubelet_config_dir/kubelet_kubeadm_config_dir the change was made with, or take that "
                             "file's change out by hand and remove the record"
                             % (where, path, ", ".join(own_files) or "none"))
+        if dropin is not None and path == dropin and entry["kind"] != "owned":
+            problems.append("record %s says numa.kube merged fields into %s, but that is the drop-in, which numa.kube "
+                            "writes whole and records as its own ({\"kind\": \"owned\"}): the record is not "
+                            "numa.kube's; remove it" % (where, path))
+            continue
         if entry["kind"] == "merged":
             if not isinstance(entry.get("before"), dict):
                 problems.append("record %s: files[%r].before is not an object of field values" % (where, path))
@@ -128,7 +146,7 @@ def check_record(record, where, own_files=None, own_flag_files=None, read_only_f
                                            or int(flag["mode"], 8) & ~FLAG_MODE_LIMIT):
             problems.append("record %s: flag_file.mode is %r; the flag file's mode before numa.kube is kept as three "
                             "or four octal digits with no bit beyond %04o (no setuid, setgid or sticky bit, nobody "
-                            "but its owner writing), as numa.kube records it. Set the mode it should have in the "
+                            "but its owner and group writing), as numa.kube records it. Set the mode it should have in the "
                             "record (such as \"0644\"), or remove the record and put the file back by hand"
                             % (where, flag["mode"], FLAG_MODE_LIMIT))
         elif own_flag_files is not None and flag["path"] not in own_flag_files:

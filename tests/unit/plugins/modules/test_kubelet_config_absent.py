@@ -275,7 +275,7 @@ def test_a_recorded_flag_file_mode_wider_than_numa_kube_keeps_is_refused_before_
     paths = node(tmp_path)
     config_dir = os.path.dirname(paths["dropin"])
     ours = FLAGS.replace('10.0.0.5"', '10.0.0.5 --config-dir=%s"' % config_dir)
-    for mode in ("0777", "4755", "rwx", "0646", "755 ", "07550"):
+    for mode in ("0777", "4755", "rwx", "0646", "755 ", "07550", "644\n", "0o644", "1644"):
         (tmp_path / "kubelet.env").write_text(ours)
         write_record(paths, {"files": {}, "flag_file": {"path": paths["flags"], "text": FLAGS, "mode": mode,
                                                         "after": ours, "config_dir": config_dir}})
@@ -284,7 +284,7 @@ def test_a_recorded_flag_file_mode_wider_than_numa_kube_keeps_is_refused_before_
         assert open(paths["flags"]).read() == ours and os.path.exists(paths["record"]), mode
         assert stat.S_IMODE(os.stat(paths["flags"]).st_mode) == 0o644, mode
     # the modes numa.kube itself records are put back
-    for mode in ("0644", "600", "0755"):
+    for mode in ("0644", "600", "0755", "0664"):
         (tmp_path / "kubelet.env").write_text(ours)
         write_record(paths, {"files": {}, "flag_file": {"path": paths["flags"], "text": FLAGS, "mode": mode,
                                                         "after": ours, "config_dir": config_dir}})
@@ -317,3 +317,42 @@ def test_a_file_numa_kube_created_keeps_what_an_operator_added_since(tmp_path):
     failed, result = run(kubelet_config, {"path": created, "record": paths["record"], "state": "absent"})
     assert not failed and not os.path.exists(created), result
     assert any("nothing else is left in it" in note for note in result["notes"]), result["notes"]
+
+
+def test_a_flag_file_numa_kube_would_not_record_is_refused_before_anything_is_written(tmp_path):
+    """Review of the fix: a 0664 flag file was recorded, then refused by the next run; a world-writable
+    one is refused at once instead, and a group-writable one goes and comes back as it was."""
+    for mode, refused in ((0o666, True), (0o4644, True), (0o664, False)):
+        folder = tmp_path / ("m%o" % mode)
+        folder.mkdir()
+        paths = node(folder)
+        os.chmod(paths["flags"], mode)
+        config_dir = os.path.dirname(paths["dropin"])
+        ours = FLAGS.replace('10.0.0.5"', '10.0.0.5 --config-dir=%s"' % config_dir)
+        args = dropin_args(paths, settings=NUMA, flag_file=paths["flags"], flag_file_text=ours)
+        failed, result = run(kubelet_config, args)
+        if refused:
+            assert failed and "has mode %04o" % mode in result["msg"], result
+            assert open(paths["flags"]).read() == FLAGS and not os.path.exists(paths["record"])
+            assert not os.path.exists(paths["dropin"])
+            continue
+        assert not failed, result
+        assert not run(kubelet_config, args)[0], "a second run takes its own record"
+        failed, result = run(kubelet_config, dropin_args(paths, state="absent", flag_file=paths["flags"]))
+        assert not failed and open(paths["flags"]).read() == FLAGS
+        assert stat.S_IMODE(os.stat(paths["flags"]).st_mode) == 0o664
+
+
+def test_with_a_drop_in_the_drop_in_is_never_a_merged_file(tmp_path):
+    """Review of the fix: a record naming the drop-in itself as merged made 'absent' write forged
+    fields (anonymous auth, AlwaysAllow) into it instead of removing it."""
+    paths = node(tmp_path)
+    os.makedirs(os.path.dirname(paths["dropin"]))
+    with open(paths["dropin"], "w") as handle:
+        handle.write("apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\ncpuManagerPolicy: static\n")
+    write_record(paths, {"files": {paths["dropin"]: {"kind": "merged", "missing": [], "before": {
+        "authentication": {"anonymous": {"enabled": True}}, "authorization": {"mode": "AlwaysAllow"}}}}})
+    before = open(paths["dropin"]).read()
+    failed, result = run(kubelet_config, dropin_args(paths, state="absent"))
+    assert failed and "that is the drop-in, which numa.kube writes whole" in result["msg"], result
+    assert open(paths["dropin"]).read() == before
