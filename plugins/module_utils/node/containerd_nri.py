@@ -305,10 +305,26 @@ def check_toml(new_text, enabled):
     return True
 
 
+_ESCAPES = {"b": "\b", "t": "\t", "n": "\n", "f": "\f", "r": "\r", '"': '"', "\\": "\\", "e": "\x1b"}
+_ESCAPE = re.compile(r"\\(?:u([0-9A-Fa-f]{4})|U([0-9A-Fa-f]{8})|(.))", re.S)
+
+
+def _unescape(body):
+    """A TOML basic string's body as the reader gives it: its escapes (\\u002e, \\t, \\\\...) decoded,
+    so that a path is checked as containerd will read it."""
+    def one(match):
+        if match.group(1) or match.group(2):
+            return chr(int(match.group(1) or match.group(2), 16))
+        return _ESCAPES.get(match.group(3), match.group(0))
+    return _ESCAPE.sub(one, body)
+
+
 def _parse_scalar(raw):
     if raw in ("true", "false"):
         return raw == "true"
-    if raw[:1] in ('"', "'") and raw[-1:] == raw[:1]:
+    if raw[:1] == '"' and raw[-1:] == '"' and len(raw) > 1:
+        return _unescape(raw[1:-1])
+    if raw[:1] == "'" and raw[-1:] == "'" and len(raw) > 1:
         return raw[1:-1]
     try:
         return int(raw)
@@ -533,7 +549,8 @@ def plan_nri_withdraw(text, record):
         if section:
             pattern = _key_line(key)
             for index in range(section[0] + 1, section[1]):
-                match = pattern.match(lines[index])
+                # a line an earlier key of this loop took out is None until the loop ends
+                match = pattern.match(lines[index]) if lines[index] is not None else None
                 if match:
                     found = index, match.group(1), lines[index].split("=", 1)[1].split("#", 1)[0].strip()
         if found is None:

@@ -314,3 +314,15 @@ def test_a_record_cannot_put_back_or_take_out_a_switch_that_changes_what_boots(n
     failed, result = run(kernel_cmdline, kernel(node, state="absent"))
     assert failed and "is refused" in result["msg"] and "allow" in result["msg"], result
     assert grub.read_text() == GRUB and record.exists()
+
+
+def test_absent_puts_back_several_settings_numa_kube_added(containerd):
+    """Review of the fixes: absent crashed (TypeError) when the record held two or more keys
+    numa.kube had added, the first one's line being taken out while the loop still ran."""
+    path, record = containerd
+    settings = {"plugin_request_timeout": "10s", "plugin_registration_timeout": "10s"}
+    failed, result = run(containerd_nri, nri(path, settings=settings))
+    assert not failed and result["changed"], result
+    failed, result = run(containerd_nri, nri(path, state="absent"))
+    assert not failed and result["changed"], result
+    assert path.read_text() == DISABLED and not record.exists()
