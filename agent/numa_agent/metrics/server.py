@@ -24,9 +24,11 @@ __metaclass__ = type
 import hashlib
 import os
 import re
+import socket
 import ssl
 import sys
 import threading
+import time
 
 try:
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -104,6 +106,25 @@ class _Handler(BaseHTTPRequestHandler):
     # delayed acknowledgement (some 40 ms a scrape on Linux)
     disable_nagle_algorithm = True
 
+    def handle_one_request(self):
+        """One request within the server's idle_seconds in all: its wait for the first byte, its
+        headers and the answer. A read timeout alone bounds the pause between two bytes, so a client
+        sending one byte at a time would hold its connection for good; past this deadline the
+        connection is shut down (by the server's own loop, see MetricsServer.service_actions), which
+        ends the read or write under way."""
+        self.server.watch(self)
+        try:
+            BaseHTTPRequestHandler.handle_one_request(self)
+        finally:
+            self.server.unwatch(self)
+
+    def _cut(self):
+        self.close_connection = True
+        try:
+            self.connection.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass  # closed already
+
     def do_GET(self):  # noqa: N802 - the name http.server calls
         path = self.path.split("?", 1)[0]
         headers = {}
@@ -142,8 +163,9 @@ class _Handler(BaseHTTPRequestHandler):
         """Requests are not logged (one every scrape interval, per Prometheus)."""
 
 
-# a connection that sends nothing for this long is closed (TLS handshake, request, or the wait
-# between two requests on a kept-alive connection), plain HTTP and HTTPS alike
+# the time a connection has for each request, its wait for the first byte, the headers and the
+# answer together (and for its TLS handshake), plain HTTP and HTTPS alike; past it the connection
+# is closed, however the client spaces its bytes
 IDLE_SECONDS = 30
 # connections served at once, each on its own thread; one more is closed at once: a scraper or two
 # (Prometheus keeps one connection a target) and probes need a handful, a flood gets no more threads
@@ -160,7 +182,28 @@ class MetricsServer(ThreadingHTTPServer):
         self.certificates = _Certificates(cert_file, key_file) if cert_file else None
         self.idle_seconds = idle_seconds
         self.connections = threading.BoundedSemaphore(max_connections)
+        self.deadlines = {}  # handler -> when its request's time is up (monotonic)
+        self.deadlines_lock = threading.Lock()
         ThreadingHTTPServer.__init__(self, (address, port), _Handler)
+
+    def watch(self, handler):
+        with self.deadlines_lock:
+            self.deadlines[handler] = time.monotonic() + self.idle_seconds
+
+    def unwatch(self, handler):
+        with self.deadlines_lock:
+            self.deadlines.pop(handler, None)
+
+    def service_actions(self):
+        """Run by serve_forever between its polls (every half second): cut the connections whose
+        request has had its time, without a thread of their own for it."""
+        now = time.monotonic()
+        with self.deadlines_lock:
+            late = [handler for handler, end in self.deadlines.items() if end <= now]
+            for handler in late:
+                del self.deadlines[handler]
+        for handler in late:
+            handler._cut()  # pylint: disable=protected-access
 
     def process_request(self, request, client_address):
         """A thread for the connection while fewer than max_connections are served; else it is closed."""

@@ -103,9 +103,12 @@ def _error_text(exc):
         body = body.decode("utf-8", "replace")
     try:
         message = json.loads(body).get("message")
-    except (TypeError, ValueError, AttributeError):
+    except (TypeError, ValueError, AttributeError, RecursionError):
         message = None
-    return message or (body or str(exc)).strip()
+    if not isinstance(message, str):
+        # the API server's Status carries a string; anything else is shown as the body was sent
+        message = None
+    return (message or (body or str(exc)).strip())[:2000]
 
 
 def nesting_depth(value):
@@ -493,5 +496,7 @@ def retry_after(exc):
     for key, value in headers.items():
         if key.lower() == "retry-after":
             value = str(value).strip()
-            return int(value) if value.isdigit() else None
+            # ASCII digits only: str.isdigit() also takes superscripts and other scripts' digits,
+            # which int() then refuses
+            return int(value) if value and len(value) <= 6 and all("0" <= c <= "9" for c in value) else None
     return None

@@ -541,3 +541,23 @@ def test_a_server_trickling_its_answer_is_given_up_on_within_the_requests_budget
         api.get("/api/v1/nodes/w1")
     assert time.monotonic() - started < 9, "the request outlived its budget"
     assert caught.value.transient
+
+
+@pytest.mark.parametrize("status", [403, 409, 422, 429, 500])
+def test_an_error_answer_nested_too_deep_is_named_not_a_crash(http_api, status):
+    """Review of the fixes: an error body {"message": [[[...]]]} raised RecursionError out of a GET."""
+    api, routes = http_api[:2]
+    routes["/api/v1/nodes/w1"] = (status, '{"message": %s1%s}' % ("[" * 200000, "]" * 200000))
+    with pytest.raises(KubeApiError, match="GET /api/v1/nodes/w1: %d" % status) as caught:
+        api.get("/api/v1/nodes/w1")
+    assert len(str(caught.value)) < 2200
+
+
+@pytest.mark.parametrize("value", ["\u00b2", "1\u00b9", "\u0665", "99999999", "-1", "1.5"])
+def test_a_retry_after_that_is_no_whole_number_of_seconds_is_an_answer_not_a_crash(http_api, value):
+    """Review of the fixes: Retry-After "²" (str.isdigit() takes it, int() does not) raised ValueError."""
+    api, routes = http_api[:2]
+    routes["/api/v1/nodes/w1"] = (429, '{"message": "slow down"}', {"Retry-After": value.encode("latin-1", "replace")
+                                                                    .decode("latin-1")})
+    with pytest.raises(KubeApiError, match="GET /api/v1/nodes/w1: 429 slow down"):
+        api.get("/api/v1/nodes/w1")

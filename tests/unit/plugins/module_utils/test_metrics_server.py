@@ -234,3 +234,52 @@ def test_connections_beyond_the_bound_are_closed_at_once_and_get_no_thread():
     finally:
         server.shutdown()
         server.server_close()
+
+
+@pytest.mark.parametrize("tls", [False, True])
+def test_clients_that_send_a_byte_at_a_time_cannot_hold_the_server(tmp_path, tls):
+    """Review of the fixes: the idle timeout was per read, so three clients sending one header byte
+    every 0.6 s kept a server of three connections from answering anyone."""
+    files = {}
+    if tls:
+        write_pair(str(tmp_path), monitoring.make_certificates(["localhost"]), 10 ** 18)
+        files = {"cert_file": str(tmp_path / "tls.crt"), "key_file": str(tmp_path / "tls.key")}
+    server, port = started(max_connections=3, idle_seconds=2, **files)
+    stop = threading.Event()
+
+    def trickle():
+        raw = socket.create_connection(("127.0.0.1", port), timeout=10)
+        connection = raw
+        if tls:
+            context = ssl.create_default_context(cafile=str(tmp_path / "ca.crt"))
+            connection = context.wrap_socket(raw, server_hostname="localhost")
+        try:
+            for byte in b"GET /metrics HTTP/1.1\r\nHost: x\r\nX-Slow: " + b"a" * 1000:
+                if stop.is_set():
+                    return
+                connection.sendall(bytes([byte]))
+                time.sleep(0.6)
+        except OSError:
+            return  # the server closed it: what is wanted
+
+    slow = [threading.Thread(target=trickle, daemon=True) for _index in range(3)]
+    for thread in slow:
+        thread.start()
+    try:
+        time.sleep(1.0)
+        deadline, served = time.monotonic() + 15, False
+        context = None
+        if tls:
+            context = ssl.create_default_context(cafile=str(tmp_path / "ca.crt"))
+        while time.monotonic() < deadline and not served:
+            try:
+                with urllib.request.urlopen("%s://localhost:%d/healthz" % ("https" if tls else "http", port),
+                                            timeout=5, context=context) as answer:
+                    served = answer.status == 200
+            except (urllib.error.URLError, ConnectionError, ssl.SSLError):
+                time.sleep(0.3)
+        assert served, "three trickling clients kept the server from answering"
+    finally:
+        stop.set()
+        server.shutdown()
+        server.server_close()
