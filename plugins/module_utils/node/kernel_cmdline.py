@@ -88,6 +88,19 @@ _CLOCK = ("sets the clock at boot to the value given: certificates (kubelet's, t
           "read as not yet valid or expired, and the node cannot join")
 _TIMEOUT = ("changes how long systemd waits for a unit to start: a short value has it give up on kubelet, "
             "containerd or the network at boot")
+_SWAP = ("adds swap at boot: kubelet refuses to start where swap is on unless it was set up for it (failSwapOn), "
+         "and a node with swap no longer holds its pods' memory limits as planned")
+_CREDENTIALS = ("hands systemd credentials to the boot, which can add mounts, files and settings of someone's "
+                "choosing (fstab.extra, tmpfiles.extra) before anything else runs")
+_WAIT = ("makes the boot wait: for a device, for a timeout, or for someone at the console to answer (rd.cmdline=ask), "
+         "without kubelet or SSH meanwhile")
+_READONLY = ("makes block devices read-only at boot: the root file system, containerd's and kubelet's state cannot "
+             "be written and the node does not come up")
+_NUMA_LAYOUT = ("changes the NUMA or CPU layout the kernel shows (numa=off or fake nodes, SMT off): kubelet's CPU and "
+                "Memory Manager state and the reservations were planned for the layout the node has, and kubelet "
+                "refuses to start on that state")
+_SECURITY = ("changes the kernel's security modules or their mode (SELinux, AppArmor, the LSM list): container "
+             "runtimes and their policies are set up for the current ones, and pods fail to start or run unconfined")
 _ENVIRONMENT = ("sets environment variables for every service systemd starts, kubelet and containerd included "
                 "(a proxy, a library path), changing how they run")
 DANGEROUS = {
@@ -140,6 +153,39 @@ DANGEROUS = {
     "systemd.confirm_spawn": _CONSOLE,
     "systemd.crash_shell": _SHELL,
     "systemd.setenv": _ENVIRONMENT,
+    "systemd.mount_extra": _VOLATILE,
+    "rd.systemd.mount_extra": _VOLATILE,
+    "systemd.swap_extra": _SWAP,
+    "rd.systemd.swap_extra": _SWAP,
+    "systemd.set_credential": _CREDENTIALS,
+    "systemd.set_credential_binary": _CREDENTIALS,
+    "systemd.default_device_timeout_sec": _WAIT,
+    "rd.timeout": _WAIT,
+    "rd.cmdline": _WAIT,
+    "rd.shell": _SHELL,
+    "udev.blockdev_read_only": _READONLY,
+    "rd.udev.blockdev_read_only": _READONLY,
+    "luks.data": _ROOT,
+    "rd.luks.data": _ROOT,
+    "usrhash": _ROOT,
+    "systemd.verity_usr_data": _ROOT,
+    "systemd.verity_usr_hash": _ROOT,
+    "systemd.verity_usr_options": _ROOT,
+    "initcall_blacklist": _DRIVERS,
+    "numa": _NUMA_LAYOUT,
+    "nosmt": _NUMA_LAYOUT,
+    "crashkernel": _MEMORY,
+    "selinux": _SECURITY,
+    "enforcing": _SECURITY,
+    "security": _SECURITY,
+    "lsm": _SECURITY,
+    "apparmor": _SECURITY,
+    "bond": _NETWORK,
+    "vlan": _NETWORK,
+    "bridge": _NETWORK,
+    "nameserver": _NETWORK,
+    "rd.route": _NETWORK,
+    "rd.neednet": _NETWORK,
     "systemd.default_timeout_start_sec": _TIMEOUT,
     "systemd.hostname": _IDENTITY,
     "systemd.machine_id": _IDENTITY,

@@ -363,7 +363,12 @@ SYSTEMD_SWITCHES = ["rd.rescue", "rescue", "rd.emergency", "emergency", "single"
                     "systemd.clock-usec=0", "systemd.volatile=yes", "fstab=0", "rd.fstab=0", "mount.usr=/dev/sdb",
                     "roothash=abcd", "systemd.verity=0", "systemd.gpt_auto=0", "luks=0", "luks.uuid=1234",
                     "rd.luks.key=/k", "resume=/dev/sda2", "net.naming-scheme=v238", "net.ifnames=0",
-                    "systemd.unified_cgroup_hierarchy=0", "systemd.legacy_systemd_cgroup_controller=1"]
+                    "systemd.unified_cgroup_hierarchy=0", "systemd.legacy_systemd_cgroup_controller=1",
+                    # found by the review of the fix
+                    "systemd.mount-extra=tmpfs:/var:tmpfs", "systemd.swap-extra=/swapfile", "rd.shell",
+                    "rd.cmdline=ask", "rd.timeout=0", "udev.blockdev_read_only", "systemd.set_credential=a:b",
+                    "numa=off", "numa=fake=4", "nosmt", "selinux=0", "lsm=landlock", "crashkernel=512M",
+                    "initcall_blacklist=ahci_init", "usrhash=abcd", "bond=bond0:eth0"]
 
 
 @pytest.mark.parametrize("param", SYSTEMD_SWITCHES)
