@@ -162,3 +162,14 @@ def test_the_preflight_refuses_hosts_whose_host_name_is_one_node(tmp_path):
     done, report = play(tmp_path, "site.yml", {}, host_vars=names, more=["--check", "--tags", "no_part"])
     task = [task for task in report["plays"][0]["tasks"] if task["task"]["name"].startswith("Check that no two hosts")][0]
     assert not list(task["hosts"].values())[0].get("failed"), task
+
+
+def test_the_preflight_refuses_the_variable_site_yml_no_longer_reads(tmp_path):
+    """Review of the fixes: numa_kube_serial, which change_nodes.yml used to read before
+    numa_kube_batch_size, was ignored without a word."""
+    done, report = play(tmp_path, "site.yml", {"numa_kube_serial": 3},
+                        more=["--check", "--start-at-task", "Check what is asked of the node (numa_kube_state)"])
+    assert done.returncode != 0
+    task = [task for task in report["plays"][0]["tasks"] if task["task"]["name"].startswith("Check the batches")][0]
+    message = list(task["hosts"].values())[0]["msg"]
+    assert "numa_kube_serial is set (3), which site.yml no longer reads: set numa_kube_batch_size" in message, message

@@ -78,7 +78,7 @@ MAX_PODS = 2 ** 31 - 1  # kubelet's maxPods is an int32
 _FLAG = re.compile(r"^--([a-z0-9][a-z0-9-]*)(=.*)?\Z", re.S)
 # what a flag value cannot hold on its way to kubelet: systemd splits NODEADM_KUBELET_ARGS and
 # KUBELET_EXTRA_ARGS at white space, and reads quotes and backslashes in Environment lines
-_UNSAFE = re.compile(r"[\s'\"\\]")
+_UNSAFE = re.compile(r"[\s'\"\\\x00-\x1f\x7f]")
 _FIELD_OF_FLAG = dict((flag, field) for field, flag in FLAGS.items() if flag)
 
 
@@ -243,7 +243,8 @@ def _flag_problems(flag, where):
     if not isinstance(flag, str) or not _FLAG.match(flag):
         return ["%s: %r is not a kubelet flag written --name=value (such as --node-labels=team=a)" % (where, flag)]
     if _UNSAFE.search(flag):
-        return ["%s: %r holds white space, a quote or a backslash; nodeadm joins the flags with spaces and systemd "
+        return ["%s: %r holds white space, a control character, a quote or a backslash; nodeadm joins the flags with "
+                "spaces and systemd "
                 "splits them there, so kubelet would not get it as written" % (where, flag)]
     return []
 

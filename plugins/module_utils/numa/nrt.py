@@ -128,10 +128,15 @@ def co_writers(obj):
     """The managers other than numa.kube's own that ``metadata.managedFields`` shows owning an NRT's
     ``zones``, ``attributes`` or ``topologyPolicies`` (sorted; empty when none)."""
     names = set()
-    for entry in ((obj or {}).get("metadata") or {}).get("managedFields") or []:
-        manager = entry.get("manager") or ""
-        fields = entry.get("fieldsV1") or {}
-        if manager not in OWN_MANAGERS and any(field in fields for field in CONTENT_FIELDS):
+    entries = ((obj or {}).get("metadata") or {}).get("managedFields") or []
+    for entry in entries if isinstance(entries, list) else [entries]:
+        if not isinstance(entry, dict):
+            names.add("(an entry that is no object)")  # unreadable: not taken for numa.kube's
+            continue
+        manager = entry.get("manager") if isinstance(entry.get("manager"), str) else ""
+        fields = entry.get("fieldsV1") if isinstance(entry.get("fieldsV1"), dict) else {}
+        if manager not in OWN_MANAGERS and (any(field in fields for field in CONTENT_FIELDS)
+                                            or not isinstance(entry.get("fieldsV1", {}), dict)):
             names.add(manager or "(unnamed)")
     return sorted(names)
 

@@ -308,7 +308,7 @@ def test_kubelet_settings_returns_the_reservation_it_wrote():
 
 
 @pytest.mark.parametrize("flag", ["--node-labels=a=b\n--hostname-override=evil", "--v=2 --x=y", "--a='b'", "--a=b\\c",
-                                  "node-labels=a"])
+                                  "node-labels=a", "--a=b\x00c", "--a=b\x7f"])
 def test_a_nodeconfig_part_of_the_users_gets_the_same_flag_checks(flag):
     """Hostile review: eks_user_data let a NodeConfig flag with a newline through (node_config refused it)."""
     mine = {"apiVersion": "node.eks.aws/v1alpha1", "kind": "NodeConfig", "spec": {"kubelet": {"flags": [flag]}}}

@@ -270,3 +270,13 @@ def test_ownership_is_the_label_and_no_other_writer_of_zones_or_attributes():
 def test_zone_summary_names_each_zones_free_cpu_and_memory(tmp_path):
     obj = nrt.nrt_object("w1", uneven(tmp_path), STATIC, ALLOCATABLE, ASSIGNED)
     assert nrt.zone_summary(obj).startswith("node-0 cpu 1/3 memory 1Gi/2Gi, node-1 cpu 0/2 memory 0/1536Mi")
+
+
+@pytest.mark.parametrize("entries", [[1], "x", [{"manager": "x", "fieldsV1": 5}], [{"manager": 5, "fieldsV1": {"f:zones": {}}}],
+                                     [None]])
+def test_managed_fields_no_kubernetes_object_would_have_are_not_taken_for_numa_kubes(entries):
+    """Review of the fixes: a malformed managedFields (an int fieldsV1, an entry that is no object)
+    crashed is_ours; such an object is not numa.kube's, so absent leaves it alone."""
+    labels = {"app.kubernetes.io/managed-by": "numa.kube", "numa.kube/stack": "topology"}
+    obj = {"metadata": {"labels": labels, "managedFields": entries}}
+    assert not nrt.is_ours(obj) and nrt.co_writers(obj)
