@@ -37,15 +37,16 @@ description:
     back the value it had before numa.kube first changed it (or is removed when it had none), but
     only while it still holds the value numa.kube last wrote there - a field changed since is left
     as it is, with a warning; a file it created (O(create)) loses numa.kube's fields the same way
-    and is removed only when nothing else is left in it (records of earlier builds do not hold the value written, so every field
-    is then put back, and a note says so); the flag file it gave C(--config-dir) (O(flag_file))
+    and is removed only when nothing else is left in it (records of earlier builds do not hold the
+    value written, so every field is then put back, and a note says so); the flag file it gave C(--config-dir) (O(flag_file))
     gets back its previous bytes while it is still byte for byte what numa.kube wrote (and is
     removed when numa.kube created it), otherwise only the C(--config-dir=<folder>) numa.kube added
     is taken out of C(KUBELET_EXTRA_ARGS), every flag added since kept.
   - A record is refused before anything changes when it names a file other than O(path), a
-    O(base_path) (with O(dropin=true), not even a O(base_path): those are only read) or the flag
-    file (see O(flag_file)), when the flag file's mode it keeps is not three or four octal digits
-    within C(0755), or when its folder or file could have been
+    O(base_path) (with O(dropin=true), not even a O(base_path), which is then only read) or the
+    flag file (see O(flag_file)), when it names the drop-in as anything but numa.kube's own file,
+    when the flag file's mode it keeps is not three or four octal digits within C(0775), or when
+    its folder or file could have been
     written by another user than root (a symbolic link, group- or world-writable, or not owned by
     root when the module runs as root). Without a
     record (a node changed by a release that kept none), O(state=absent) removes the drop-in (its
