@@ -69,7 +69,7 @@ def test_removing_root_is_refused(grub):
 
 def test_every_problem_is_told_at_once(grub):
     failed, result = run(kernel_args, grub_args(grub, present=["maxcpus=1", "a b"], allow=["x=1"],
-                                                   variable="1X"))
+                                                variable="1X"))
     assert failed and len(result["problems"]) == 4, result["problems"]
     assert result["msg"] == " | ".join(result["problems"])
 

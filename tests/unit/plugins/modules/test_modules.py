@@ -257,7 +257,7 @@ def test_kernel_args_refuses_bad_input(tmp_path):
     failed, result = run(kernel_args, {"present": ["x"], "absent": ["x"], "method": "grub_default"})
     assert failed and "both present and absent" in result["msg"]
     failed, result = run(kernel_args, {"present": ["x"], "method": "grub_default",
-                                          "grub_default_path": str(tmp_path / "none")})
+                                       "grub_default_path": str(tmp_path / "none")})
     assert failed and "does not exist" in result["msg"]
     grub = tmp_path / "grub"
     grub.write_text('GRUB_CMDLINE_LINUX="$X"\n')
