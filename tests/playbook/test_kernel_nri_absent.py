@@ -22,7 +22,7 @@ import uuid
 import pytest
 import yaml
 
-from ansible_collections.numa.kube.plugins.module_utils.node.kernel_cmdline import check_params, dangerous_name
+from ansible_collections.numa.kube.plugins.module_utils.node.kernel_args import check_params, dangerous_name
 # the fixture cluster: test_rollout_envelope's stand-ins for the Kubernetes API, systemctl and kubelet's health
 from ansible_collections.numa.kube.tests.playbook.test_rollout_envelope import ROOT, cluster  # noqa: F401 pylint: disable=unused-import
 

@@ -27,30 +27,6 @@ TASKS = {
 }
 
 
-def test_module_defaults_of_the_group_reach_every_module_that_talks_to_the_api_server(tmp_path):
-    runtime = yaml.safe_load(open(os.path.join(ROOT, "meta", "runtime.yml")))
-    assert sorted(runtime["action_groups"]["cluster"]) == sorted(TASKS)
-    kubeconfig = str(tmp_path / "no-such.kubeconfig")
-    playbook = tmp_path / "play.yml"
-    playbook.write_text(yaml.safe_dump([{
-        "hosts": "localhost", "gather_facts": False,
-        "module_defaults": {"group/numa.kube.cluster": {"kubeconfig": kubeconfig}},
-        "tasks": [{"name": name, "numa.kube." + name: args, "ignore_errors": True} for name, args in sorted(TASKS.items())],
-    }]))
-    env = dict(os.environ, ANSIBLE_STDOUT_CALLBACK="ansible.builtin.json", ANSIBLE_NOCOLOR="1",
-               ANSIBLE_LOCAL_TEMP=str(tmp_path / "tmp"), ANSIBLE_HOME=str(tmp_path / "home"),
-               ANSIBLE_PYTHON_INTERPRETER=sys.executable)
-    done = subprocess.run([os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i", "localhost,",
-                           "-c", "local", str(playbook)], env=env, cwd=ROOT, capture_output=True, text=True,
-                          timeout=600, check=False)
-    report = json.loads(done.stdout)
-    results = dict((task["task"]["name"], task["hosts"]["localhost"]) for task in report["plays"][0]["tasks"])
-    assert sorted(results) == sorted(TASKS)
-    for name, result in sorted(results.items()):
-        assert result.get("failed"), (name, result)
-        assert "kubeconfig %s" % kubeconfig in result["msg"], (name, result["msg"])
-
-
 def run_play(tmp_path, plays):
     playbook = tmp_path / "play.yml"
     playbook.write_text(yaml.safe_dump(plays))
@@ -61,6 +37,22 @@ def run_play(tmp_path, plays):
                            "-c", "local", str(playbook)], env=env, cwd=ROOT, capture_output=True, text=True,
                           timeout=600, check=False)
     return done, json.loads(done.stdout)
+
+
+def test_module_defaults_of_the_group_reach_every_module_that_talks_to_the_api_server(tmp_path):
+    runtime = yaml.safe_load(open(os.path.join(ROOT, "meta", "runtime.yml")))
+    assert sorted(runtime["action_groups"]["cluster"]) == sorted(TASKS)
+    kubeconfig = str(tmp_path / "no-such.kubeconfig")
+    _done, report = run_play(tmp_path, [{
+        "hosts": "localhost", "gather_facts": False,
+        "module_defaults": {"group/numa.kube.cluster": {"kubeconfig": kubeconfig}},
+        "tasks": [{"name": name, "numa.kube." + name: args, "ignore_errors": True} for name, args in sorted(TASKS.items())],
+    }])
+    results = dict((task["task"]["name"], task["hosts"]["localhost"]) for task in report["plays"][0]["tasks"])
+    assert sorted(results) == sorted(TASKS)
+    for name, result in sorted(results.items()):
+        assert result.get("failed"), (name, result)
+        assert "kubeconfig %s" % kubeconfig in result["msg"], (name, result["msg"])
 
 
 def test_a_stack_roles_former_copy_of_a_shared_variable_stops_the_play_naming_the_new_one(tmp_path):

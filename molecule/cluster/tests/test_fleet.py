@@ -331,7 +331,7 @@ def test_kernel_parameter_waits_for_the_next_boot_without_reboot_ok(uneven):
     assert "numa_balancing" not in uneven.file("/boot/grub/grub.cfg").content_string
     assert "numa_balancing=disable" not in uneven.file("/proc/cmdline").content_string.split()
     assert uneven.run("ls /etc/default/grub.*~").rc != 0, "not even a backup copy was written"
-    plan = uneven.ansible("numa.kube.kernel_cmdline", "present=numa_balancing=disable method=grub_default", check=True)
+    plan = uneven.ansible("numa.kube.kernel_args", "present=numa_balancing=disable method=grub_default", check=True)
     assert plan["changed"] and plan["reboot_required"] and plan["files"] == ["/etc/default/grub"], plan
 
 

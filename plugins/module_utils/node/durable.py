@@ -86,6 +86,31 @@ def _write_all(fd, data):
         view = view[written:]
 
 
+def write_synced(temp, data, mode=0o600):
+    """Write ``data`` into a new file ``temp`` (one left over by an interrupted run is replaced, a
+    symbolic link there is not followed) and flush it to disk, for a caller that renames it into
+    place next (file_update.replace, through Ansible's atomic move) and then calls sync_folder."""
+    try:
+        os.unlink(temp)
+    except FileNotFoundError:
+        pass
+    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, mode)
+    try:
+        _write_all(fd, data)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def sync_folder(folder):
+    """Flush a folder's entries to disk (after a rename into it)."""
+    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 class Node(object):
     """File operations on the node, below ``root`` (``/`` on a node, a temporary folder in tests)."""
 
@@ -169,11 +194,7 @@ class Node(object):
         return None
 
     def sync_folder(self, folder_real):
-        fd = os.open(folder_real, os.O_RDONLY | os.O_DIRECTORY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        sync_folder(folder_real)
 
     def makedirs(self, folder):
         """Create a node folder and its missing parents (mode 0700), each made durable in its parent."""

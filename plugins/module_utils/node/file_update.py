@@ -1,7 +1,8 @@
 # -*- coding: utf-8 -*-
 # Copyright: numa.kube contributors
 # GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Read and replace a text file the way every numa.kube module does: backup, atomic, attributes."""
+"""Read and replace a text file the way every numa.kube module does: backup, atomic, durable
+(node/durable.py flushes the new bytes before the move and the folder after), attributes."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -10,6 +11,7 @@ __metaclass__ = type
 import os
 
 from ansible.module_utils.common.text.converters import to_bytes, to_native
+from ansible_collections.numa.kube.plugins.module_utils.node import durable
 
 
 def read_text(path):
@@ -27,11 +29,20 @@ def diff(path, before, after):
 
 def replace(module, path, data):
     """Put ``data`` at ``path`` through a temporary file in its folder and Ansible's atomic move: an
-    existing file keeps its owner, mode and SELinux context."""
-    temp = os.path.join(os.path.dirname(path) or ".", ".%s.numa-kube.tmp" % os.path.basename(path))
-    with open(temp, "wb") as handle:
-        handle.write(to_bytes(data))
+    existing file keeps its owner, mode and SELinux context. The bytes are on disk before the move
+    and the move is after it (both flushed), as every durable write of numa.kube's is: a crash leaves
+    the old file or the new one, never an empty one."""
+    folder = os.path.dirname(path) or "."
+    temp = os.path.join(folder, ".%s.numa-kube.tmp" % os.path.basename(path))
+    durable.write_synced(temp, to_bytes(data), 0o666 & ~_umask())
     module.atomic_move(temp, path, unsafe_writes=module.params.get("unsafe_writes", False))
+    durable.sync_folder(os.path.realpath(folder))
+
+
+def _umask():
+    current = os.umask(0)
+    os.umask(current)
+    return current
 
 
 def apply(module, path, before, after, changed, result, backup=False, make_dirs=False):

@@ -38,7 +38,7 @@ API (all paths are absolute paths on the node):
 ``load_checked(module, path, *checks)``, ``save_for(module, path, record)``
     The same for a module: a refused record ends its task; nothing is written in check mode.
 ``run_change(module, present, absent, checks=())``
-    The skeleton of a node module that keeps a record (kernel_cmdline, containerd_nri): its input
+    The skeleton of a node module that keeps a record (kernel_args, containerd_nri): its input
     checked, then ``present`` or ``absent`` as ``state`` says, its result returned or every problem
     named.
 

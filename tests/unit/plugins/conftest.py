@@ -10,13 +10,13 @@ __metaclass__ = type
 
 import pytest
 
-from ansible_collections.numa.kube.plugins.modules import containerd_nri, kernel_cmdline, kubelet_config
+from ansible_collections.numa.kube.plugins.modules import containerd_nri, kernel_args, kubelet_config
 
 
 @pytest.fixture(autouse=True)
 def records_in_the_tests_folder(tmp_path, monkeypatch):
     folder = tmp_path / "applied"
     monkeypatch.setattr(kubelet_config, "RECORD", str(folder / "kubelet.json"))
-    monkeypatch.setattr(kernel_cmdline, "RECORD", str(folder / "kernel.json"))
+    monkeypatch.setattr(kernel_args, "RECORD", str(folder / "kernel.json"))
     monkeypatch.setattr(containerd_nri, "RECORD", str(folder / "containerd-nri.json"))
     return folder

@@ -8,7 +8,7 @@ __metaclass__ = type
 
 import pytest
 
-from ansible_collections.numa.kube.plugins.module_utils.node.kernel_cmdline import (
+from ansible_collections.numa.kube.plugins.module_utils.node.kernel_args import (
     apply_params,
     change_of,
     check_record,

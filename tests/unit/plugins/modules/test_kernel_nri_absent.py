@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""kernel_cmdline and containerd_nri run in-process: the record each change leaves, and state=absent
+"""kernel_args and containerd_nri run in-process: the record each change leaves, and state=absent
 taking out exactly what it says - no more, nothing changed since, nothing without a record."""
 
 from __future__ import absolute_import, division, print_function
@@ -15,8 +15,8 @@ import pytest
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.numa.kube.plugins.module_utils.node import kernel_cmdline_apply
-from ansible_collections.numa.kube.plugins.modules import containerd_nri, kernel_cmdline
+from ansible_collections.numa.kube.plugins.module_utils.node import kernel_args_apply
+from ansible_collections.numa.kube.plugins.modules import containerd_nri, kernel_args
 from ansible_collections.numa.kube.tests.unit.plugins.modules.module_runner import run
 
 GRUB = 'GRUB_DEFAULT=0\nGRUB_CMDLINE_LINUX="console=ttyS0 quiet numa_balancing=enable"\n'
@@ -47,27 +47,27 @@ def kernel(node, **more):
 
 def test_the_record_keeps_only_what_numa_kube_added_and_removed(node):
     grub, _cmdline, record = node
-    failed, result = run(kernel_cmdline, kernel(node, present=WANTED), check_mode=True)
+    failed, result = run(kernel_args, kernel(node, present=WANTED), check_mode=True)
     assert not failed and result["differs"] and not record.exists(), "check mode writes no record"
-    failed, result = run(kernel_cmdline, kernel(node, present=WANTED))
+    failed, result = run(kernel_args, kernel(node, present=WANTED))
     assert not failed and result["changed"]
     kept = json.loads(record.read_text())
     assert kept == {"version": 1, "method": "grub_default", "path": str(grub), "variable": "GRUB_CMDLINE_LINUX",
                     "added": ["numa_balancing=disable", "mem_sampling_on"], "removed": ["numa_balancing=enable"]}
     assert stat.S_IMODE(record.stat().st_mode) == 0o600 and stat.S_IMODE(record.parent.stat().st_mode) == 0o700
-    failed, result = run(kernel_cmdline, kernel(node, present=WANTED))
+    failed, result = run(kernel_args, kernel(node, present=WANTED))
     assert not failed and not result["changed"] and json.loads(record.read_text()) == kept
 
 
 def test_absent_takes_out_what_numa_kube_set_and_puts_back_what_it_removed(node):
     grub, _cmdline, record = node
-    run(kernel_cmdline, kernel(node, present=WANTED))
+    run(kernel_args, kernel(node, present=WANTED))
     changed_grub = grub.read_text()
-    failed, result = run(kernel_cmdline, kernel(node, state="absent"), check_mode=True, diff=True)
+    failed, result = run(kernel_args, kernel(node, state="absent"), check_mode=True, diff=True)
     assert not failed and result["changed"] and result["differs"]
     assert grub.read_text() == changed_grub and record.exists(), "check mode changes nothing"
     assert 'numa_balancing=enable"' in result["diff"]["after"]
-    failed, result = run(kernel_cmdline, kernel(node, state="absent"))
+    failed, result = run(kernel_args, kernel(node, state="absent"))
     assert not failed and result["changed"], result
     assert grub.read_text() == GRUB, "the grub defaults are as the user had them"
     assert not record.exists(), "the record goes with what it recorded"
@@ -78,20 +78,20 @@ def test_absent_takes_out_what_numa_kube_set_and_puts_back_what_it_removed(node)
 
 def test_absent_again_and_absent_without_a_record_change_nothing(node, tmp_path):
     grub, _cmdline, record = node
-    failed, result = run(kernel_cmdline, kernel(node, state="absent"))
+    failed, result = run(kernel_args, kernel(node, state="absent"))
     assert not failed and not result["changed"] and not result["record_found"]
     assert "nothing was changed" in result["msg"] and str(record) in result["msg"]
     assert grub.read_text() == GRUB and not result["reboot_required"]
     # no record: the grub defaults are not even read (a node without grub is fine)
-    failed, result = run(kernel_cmdline, kernel(node, state="absent", grub_default_path=str(tmp_path / "none")))
+    failed, result = run(kernel_args, kernel(node, state="absent", grub_default_path=str(tmp_path / "none")))
     assert not failed and not result["changed"]
 
 
 def test_a_parameter_changed_since_is_left_alone_with_a_warning(node, warned):
     grub, _cmdline, record = node
-    run(kernel_cmdline, kernel(node, present=WANTED))
+    run(kernel_args, kernel(node, present=WANTED))
     grub.write_text(grub.read_text().replace("numa_balancing=disable", "numa_balancing=auto"))
-    failed, result = run(kernel_cmdline, kernel(node, state="absent"))
+    failed, result = run(kernel_args, kernel(node, state="absent"))
     assert not failed and result["changed"]
     assert 'GRUB_CMDLINE_LINUX="console=ttyS0 quiet numa_balancing=auto"' in grub.read_text()
     assert len(result["left"]) == 2 and "numa_balancing=disable, which numa.kube added, is now numa_balancing=auto" \
@@ -102,10 +102,10 @@ def test_a_parameter_changed_since_is_left_alone_with_a_warning(node, warned):
 
 def test_a_parameter_the_user_had_is_never_taken_out(node):
     grub, _cmdline, record = node
-    run(kernel_cmdline, kernel(node, present=["quiet"]))
+    run(kernel_args, kernel(node, present=["quiet"]))
     assert not record.exists(), "nothing changed, nothing recorded"
-    run(kernel_cmdline, kernel(node, present=["quiet", "mem_sampling_on"]))
-    run(kernel_cmdline, kernel(node, state="absent"))
+    run(kernel_args, kernel(node, present=["quiet", "mem_sampling_on"]))
+    run(kernel_args, kernel(node, state="absent"))
     assert grub.read_text() == GRUB
 
 
@@ -120,24 +120,24 @@ def test_a_damaged_record_is_refused_and_nothing_written(node, text, words, stat
     grub, _cmdline, record = node
     record.parent.mkdir()
     record.write_text(text)
-    failed, result = run(kernel_cmdline, kernel(node, state=state, **({"present": WANTED} if state == "present" else {})))
+    failed, result = run(kernel_args, kernel(node, state=state, **({"present": WANTED} if state == "present" else {})))
     assert failed and words in result["msg"] and str(record) in result["msg"], result["msg"]
     assert grub.read_text() == GRUB and record.read_text() == text
 
 
 def test_a_record_of_another_grub_file_is_refused(node, tmp_path):
     grub, _cmdline, record = node
-    run(kernel_cmdline, kernel(node, present=WANTED))
+    run(kernel_args, kernel(node, present=WANTED))
     other = tmp_path / "grub2"
     other.write_text(GRUB)
-    failed, result = run(kernel_cmdline, kernel(node, state="absent", grub_default_path=str(other)))
+    failed, result = run(kernel_args, kernel(node, state="absent", grub_default_path=str(other)))
     assert failed and "GRUB_CMDLINE_LINUX in %s" % grub in result["msg"] and "kernel_args_grub_default_path" in \
         result["msg"]
     assert other.read_text() == GRUB and record.exists()
 
 
 def test_absent_takes_no_lists(node):
-    failed, result = run(kernel_cmdline, kernel(node, state="absent", present=["x"]))
+    failed, result = run(kernel_args, kernel(node, state="absent", present=["x"]))
     assert failed and "leave both lists out" in result["msg"]
 
 
@@ -157,14 +157,14 @@ def test_grubby_is_asked_to_take_out_and_put_back_exactly(tmp_path, monkeypatch)
     binary.write_text(FAKE_GRUBBY % (args, calls))
     binary.chmod(0o755)
     monkeypatch.setenv("PATH", "%s:%s" % (binary.parent, os.environ["PATH"]))
-    monkeypatch.setattr(kernel_cmdline_apply, "grubby_files", lambda: [])
+    monkeypatch.setattr(kernel_args_apply, "grubby_files", lambda: [])
     args.write_text("ro quiet numa_balancing=enable")
     common = {"method": "grubby", "proc_cmdline_path": str(tmp_path / "none")}
-    failed, result = run(kernel_cmdline, dict(common, present=WANTED))
+    failed, result = run(kernel_args, dict(common, present=WANTED))
     assert not failed and result["added"] == ["numa_balancing=disable", "mem_sampling_on"]
     assert result["removed"] == ["numa_balancing=enable"]
     args.write_text("ro quiet numa_balancing=disable mem_sampling_on")  # what grubby did
-    failed, result = run(kernel_cmdline, dict(common, state="absent"))
+    failed, result = run(kernel_args, dict(common, state="absent"))
     assert not failed and result["changed"]
     assert calls.read_text().splitlines()[-1] == ("--update-kernel=ALL --args=numa_balancing=enable "
                                                   "--remove-args=numa_balancing=disable mem_sampling_on")
@@ -284,7 +284,7 @@ def test_a_record_folder_others_can_write_is_refused(node, containerd, part):
     folder.mkdir()
     os.chmod(str(folder), 0o757)
     if part == "kernel":
-        failed, result = run(kernel_cmdline, kernel(node, state="absent", record=str(node[2])))
+        failed, result = run(kernel_args, kernel(node, state="absent", record=str(node[2])))
     else:
         failed, result = run(containerd_nri, nri(containerd[0], state="absent", record=str(folder / "nri.json")))
     assert failed and "record folder %s has mode 0757" % folder in result["msg"], result["msg"]
@@ -296,7 +296,7 @@ def test_a_record_that_is_a_symbolic_link_is_refused(node, tmp_path):
     elsewhere.write_text('{"version": 1}')
     node[2].parent.mkdir()
     os.symlink(str(elsewhere), str(node[2]))
-    failed, result = run(kernel_cmdline, kernel(node, state="absent", record=str(node[2])))
+    failed, result = run(kernel_args, kernel(node, state="absent", record=str(node[2])))
     assert failed and "is a symbolic link" in result["msg"], result["msg"]
 
 

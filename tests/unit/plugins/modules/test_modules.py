@@ -17,7 +17,7 @@ import yaml
 from ansible_collections.numa.kube.plugins.module_utils.kubelet import health as kubelet_health_work
 from ansible_collections.numa.kube.plugins.modules import (
     containerd_nri,
-    kernel_cmdline,
+    kernel_args,
     kubelet_config,
     kubelet_facts,
     kubelet_health,
@@ -227,50 +227,50 @@ def test_containerd_nri_without_containerd_installed(tmp_path, monkeypatch):
     assert failed and "containerd" in result["msg"]
 
 
-# kernel_cmdline -------------------------------------------------------------------------------
+# kernel_args -------------------------------------------------------------------------------
 
 GRUB = 'GRUB_DEFAULT=0\nGRUB_CMDLINE_LINUX_DEFAULT="quiet"\nGRUB_CMDLINE_LINUX="console=ttyS0"\n'
 
 
-def test_kernel_cmdline_grub_default_and_reboot_state(tmp_path):
+def test_kernel_args_grub_default_and_reboot_state(tmp_path):
     grub = tmp_path / "grub"
     grub.write_text(GRUB)
     cmdline = tmp_path / "cmdline"
     cmdline.write_text("BOOT_IMAGE=/boot/vmlinuz root=/dev/vda1 console=ttyS0\n")
     args = {"present": ["mem_sampling_on", "numa_icon=enable"], "method": "grub_default",
             "grub_default_path": str(grub), "proc_cmdline_path": str(cmdline)}
-    failed, result = run(kernel_cmdline, args, check_mode=True, diff=True)
+    failed, result = run(kernel_args, args, check_mode=True, diff=True)
     assert not failed and result["changed"] and grub.read_text() == GRUB
-    failed, result = run(kernel_cmdline, args)
+    failed, result = run(kernel_args, args)
     assert not failed and result["changed"] and result["grub_update_required"] and result["reboot_required"]
     assert 'GRUB_CMDLINE_LINUX="console=ttyS0 mem_sampling_on numa_icon=enable"' in grub.read_text()
-    failed, result = run(kernel_cmdline, args)
+    failed, result = run(kernel_args, args)
     assert not failed and not result["changed"] and result["reboot_required"]
     cmdline.write_text("BOOT_IMAGE=/boot/vmlinuz console=ttyS0 mem_sampling_on numa_icon=enable\n")
-    failed, result = run(kernel_cmdline, args)
+    failed, result = run(kernel_args, args)
     assert not failed and not result["changed"] and result["active"] and not result["reboot_required"]
 
 
-def test_kernel_cmdline_refuses_bad_input(tmp_path):
-    failed, result = run(kernel_cmdline, {"present": ["a b"], "method": "grub_default"})
+def test_kernel_args_refuses_bad_input(tmp_path):
+    failed, result = run(kernel_args, {"present": ["a b"], "method": "grub_default"})
     assert failed and "'a b' is refused" in result["msg"]
-    failed, result = run(kernel_cmdline, {"present": ["x"], "absent": ["x"], "method": "grub_default"})
+    failed, result = run(kernel_args, {"present": ["x"], "absent": ["x"], "method": "grub_default"})
     assert failed and "both present and absent" in result["msg"]
-    failed, result = run(kernel_cmdline, {"present": ["x"], "method": "grub_default",
-                                          "grub_default_path": str(tmp_path / "none")})
+    failed, result = run(kernel_args, {"present": ["x"], "method": "grub_default",
+                                       "grub_default_path": str(tmp_path / "none")})
     assert failed and "does not exist" in result["msg"]
     grub = tmp_path / "grub"
     grub.write_text('GRUB_CMDLINE_LINUX="$X"\n')
-    failed, result = run(kernel_cmdline, {"present": ["x"], "method": "grub_default", "grub_default_path": str(grub)})
+    failed, result = run(kernel_args, {"present": ["x"], "method": "grub_default", "grub_default_path": str(grub)})
     assert failed and grub.read_text() == 'GRUB_CMDLINE_LINUX="$X"\n'
 
 
 @pytest.mark.parametrize("param", ["a=`touch /tmp/owned`", "a=$(id)", "a;id", 'a=\\"', 'a="; id; "', "a=x y"])
-def test_kernel_cmdline_injection_leaves_the_file_unchanged(tmp_path, param):
+def test_kernel_args_injection_leaves_the_file_unchanged(tmp_path, param):
     grub = tmp_path / "grub"
     grub.write_text(GRUB)
     before = hashlib.sha256(grub.read_bytes()).hexdigest()
-    failed, result = run(kernel_cmdline, {"present": [param], "method": "grub_default", "grub_default_path": str(grub)})
+    failed, result = run(kernel_args, {"present": [param], "method": "grub_default", "grub_default_path": str(grub)})
     assert failed and repr(param) in result["msg"] and "fix the value" in result["msg"]
     assert hashlib.sha256(grub.read_bytes()).hexdigest() == before
 

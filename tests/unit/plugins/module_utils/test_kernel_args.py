@@ -9,7 +9,7 @@ import os
 
 import pytest
 
-from ansible_collections.numa.kube.plugins.module_utils.node.kernel_cmdline import (
+from ansible_collections.numa.kube.plugins.module_utils.node.kernel_args import (
     DANGEROUS,
     PREFIX_MATCHED,
     KernelCmdlineError,

@@ -1,9 +1,9 @@
 # -*- coding: utf-8 -*-
 # Copyright: numa.kube contributors
 # GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""What the kernel_cmdline module does on a node: its input checked, the grub defaults or grubby's
+"""What the kernel_args module does on a node: its input checked, the grub defaults or grubby's
 boot entries changed as ``present`` asks or put back as the record says with ``absent``, the record
-kept. Planning is in ``kernel_cmdline``; the module only parses its arguments and calls
+kept. Planning is in ``kernel_args``; the module only parses its arguments and calls
 ``record.run_change(module, present, absent, [check_inputs])``.
 """
 
@@ -16,7 +16,7 @@ import os
 from ansible_collections.numa.kube.plugins.module_utils.errors import fail_with_problems as fail
 
 from ansible_collections.numa.kube.plugins.module_utils.node import file_update, record as applied_record
-from ansible_collections.numa.kube.plugins.module_utils.node.kernel_cmdline import (
+from ansible_collections.numa.kube.plugins.module_utils.node.kernel_args import (
     KernelCmdlineError,
     apply_params,
     change_of,

@@ -9,7 +9,7 @@ __metaclass__ = type
 
 DOCUMENTATION = r"""
 ---
-module: kernel_cmdline
+module: kernel_args
 short_description: Ensure kernel command-line parameters are present or absent for the next boot
 version_added: "0.1.0"
 description:
@@ -138,7 +138,7 @@ seealso:
 
 EXAMPLES = r"""
 - name: openEuler NUMA-Fast parameters
-  numa.kube.kernel_cmdline:
+  numa.kube.kernel_args:
     present: [mem_sampling_on, numa_icon=enable]
   register: cmdline
 
@@ -148,21 +148,21 @@ EXAMPLES = r"""
   changed_when: true
 
 - name: Take a parameter away again
-  numa.kube.kernel_cmdline:
+  numa.kube.kernel_args:
     absent: [numa_icon]
 
 - name: Limit the CPUs the kernel brings up, which is refused unless allowed
-  numa.kube.kernel_cmdline:
+  numa.kube.kernel_args:
     present: [maxcpus=16]
     allow: [maxcpus]
 
 - name: Take out what numa.kube set, and put back what it removed
-  numa.kube.kernel_cmdline:
+  numa.kube.kernel_args:
     state: absent
   register: withdrawn   # withdrawn.removed, withdrawn.restored, withdrawn.left
 
 - name: List the files a change would write, to record them first
-  numa.kube.kernel_cmdline:
+  numa.kube.kernel_args:
     present: [numa_balancing=disable]
   check_mode: true
   register: plan   # plan.files
@@ -267,7 +267,7 @@ problems:
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.numa.kube.plugins.module_utils.node import record as applied_record
-from ansible_collections.numa.kube.plugins.module_utils.node.kernel_cmdline_apply import absent, check_inputs, present
+from ansible_collections.numa.kube.plugins.module_utils.node.kernel_args_apply import absent, check_inputs, present
 
 RECORD = "/var/lib/numa-kube/applied/kernel.json"
 
