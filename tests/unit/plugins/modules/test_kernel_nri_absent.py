@@ -311,7 +311,7 @@ def test_a_record_cannot_put_back_or_take_out_a_switch_that_changes_what_boots(n
     record.write_text(json.dumps(dict(forged, version=1, method="grub_default", path=str(grub),
                                       variable="GRUB_CMDLINE_LINUX")))
     record.chmod(0o600)
-    failed, result = run(kernel_cmdline, kernel(node, state="absent"))
+    failed, result = run(kernel_args, kernel(node, state="absent"))
     assert failed and "is refused" in result["msg"] and "allow" in result["msg"], result
     assert grub.read_text() == GRUB and record.exists()
 
