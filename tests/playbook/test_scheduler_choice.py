@@ -29,7 +29,9 @@ def play(tmp_path, extra, hosts=None):
             "rollout_marker_dir": str(tmp_path / "record")}
     inventory = tmp_path / "hosts.json"
     inventory.write_text(json.dumps({"all": {"children": {"numa_nodes": {"hosts": dict(
-        (name, dict(host, **own)) for name, own in (hosts or {"node01": {}}).items())}}}}))
+        # local hosts share this machine's host name: each names a Node of its own (site.yml's preflight
+        # refuses two hosts working on one Node)
+        (name, dict(host, rollout_node_name=name, **own)) for name, own in (hosts or {"node01": {}}).items())}}}}))
     env = dict(os.environ, ANSIBLE_STDOUT_CALLBACK="ansible.builtin.json", ANSIBLE_NOCOLOR="1",
                ANSIBLE_COLLECTIONS_PATH=os.path.join(ROOT, ".venv", "collections"),
                ANSIBLE_LOCAL_TEMP=str(tmp_path / "tmp"), ANSIBLE_HOME=str(tmp_path / "home"))

@@ -253,7 +253,7 @@ def test_bad_input_is_refused_naming_value_rule_and_fix(settings, options, messa
 @pytest.mark.parametrize("flags,message", [
     (["--cpu-manager-policy=none"], r"--cpu-manager-policy sets cpuManagerPolicy, which this NodeConfig writes.*"
                                     r"Put the value in the settings"),
-    (["--node-labels=a=b c"], r"white space, a quote or a backslash"),
+    (["--node-labels=a=b c"], r"white space, a control character, a quote or a backslash"),
     (["node-labels=a=b"], r"is not a kubelet flag written --name=value"),
     ("--node-labels=a=b", r"expected a list"),
 ])
