@@ -243,7 +243,8 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.numa.kube.plugins.module_utils.node import record as applied_record
 from ansible_collections.numa.kube.plugins.module_utils.node.containerd_nri_apply import absent, present
 
-RECORD = "/var/lib/numa-kube/applied/containerd-nri.json"
+# where the record goes when O(record) is not given (tests point it elsewhere)
+RECORD = applied_record.record_path(applied_record.DEFAULT_DIR, "containerd-nri.json")
 
 
 def main():

@@ -269,7 +269,8 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.numa.kube.plugins.module_utils.node import record as applied_record
 from ansible_collections.numa.kube.plugins.module_utils.node.kernel_args_apply import absent, check_inputs, present
 
-RECORD = "/var/lib/numa-kube/applied/kernel.json"
+# where the record goes when O(record) is not given (tests point it elsewhere)
+RECORD = applied_record.record_path(applied_record.DEFAULT_DIR, "kernel.json")
 
 
 def main():
