@@ -36,6 +36,10 @@ description:
   - Changes are one JSON merge patch of C(metadata.labels) (field manager C(numa.kube)) that
     names only those keys (V(null) removes one); every other label, other C(numa.kube/*) keys
     included, is left as it is. No patch is sent when the labels are right.
+  - The patch is pinned to the Node's uid and C(resourceVersion) as read with C(/configz). When the
+    Node was written in between (a kubelet restarted by a concurrent take-out writes its status, a
+    drain cordons it) the API server refuses the patch and the module reads the Node and its
+    kubelet again, up to 6 times; labels computed from a kubelet that has changed since never land.
   - O(state=absent) removes those five keys only, whatever the kubelet runs and whether the Node is
     Ready (a node being taken out loses its labels first, so the stacks that select them leave it
     before its kubelet stops aligning). A Node that does not exist has nothing to remove.

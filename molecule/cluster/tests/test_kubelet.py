@@ -293,25 +293,36 @@ def test_a_drain_a_disruption_budget_blocks_fails_before_anything_disruptive(hos
         schedulable_again(api)
 
 
-def test_a_drain_whose_wait_runs_out_fails_before_anything_disruptive(host, api):
+def numa_labels(api):
+    return dict((key, value) for key, value in (api.read_node(NODE).metadata.labels or {}).items()
+                if key.startswith("numa.kube/"))
+
+
+def test_a_take_out_whose_drain_wait_runs_out_fails_before_anything_disruptive_and_keeps_the_labels(host, api):
     """A pod that takes longer to stop than rollout_drain_timeout (the test bed's Prometheus had
     prometheus-operator's 600 s) is still terminating when the drain's wait runs out: k8s_drain only
-    warns, the envelope fails the change naming the pod."""
+    warns, the envelope fails the change naming the pod. The change is a take-out (numa_kube_state
+    absent), whose first step takes the Node's numa.kube labels off: the node still runs its NUMA
+    kubelet, so the run puts them back."""
     # sleep runs as the container's init process and ignores SIGTERM: the pod stops at its grace period
     api.create_namespaced_pod("default", bare_pod("numa-test-slow", grace=300))
     try:
         wait_pod(api, "numa-test-slow", lambda p: p.status.phase == "Running")
-        before_config, before_pid = host.file(CONFIG).sha256sum, kubelet_pid(host)
+        before_config, before_pid, before_labels = host.file(CONFIG).sha256sum, kubelet_pid(host), numa_labels(api)
+        assert before_labels.get("numa.kube/aligned") == "true", before_labels
         started = time.time()
-        result = run_site(dict(a_change_that_drains(host), rollout_drain_timeout=20))
+        result = run_site(dict(API, numa_kube_state="absent", rollout_drain_timeout=20))
         output = result.stdout + result.stderr
-        print("run took %d s; %s" % (time.time() - started, "\n".join(
-            line for line in output.splitlines() if "pod(s) on it" in line)[:2000]))
+        print("run took %d s; labels before %s, after %s; %s" % (
+            time.time() - started, before_labels, numa_labels(api),
+            "\n".join(line for line in output.splitlines() if "pod(s) on it" in line)[:2000]))
         assert result.returncode != 0, "the run must fail: the drain left a pod"
         assert re.search(r"left \d+ pod\(s\) on it: [^.]*default/numa-test-slow \(terminating\)[,.]", output), \
             output[-3000:]
         assert "when the wait of the drain ran out (rollout_drain_timeout: 20 s)" in output, output[-3000:]
+        assert "Label the Node again from what its kubelet runs, as its take-out failed" in output, output[-3000:]
         assert_nothing_changed(host, api, before_config, before_pid, output)
+        assert numa_labels(api) == before_labels, "the take-out failed: the node must keep its numa.kube labels"
     finally:
         api.delete_namespaced_pod("numa-test-slow", "default", grace_period_seconds=0)
         schedulable_again(api)

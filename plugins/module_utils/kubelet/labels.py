@@ -107,11 +107,12 @@ def stale_labels(current, wanted):
             for key in OWNED_KEYS if key in current and current[key] != wanted.get(key)]
 
 
-def label_patch(current, wanted, uid=None):
+def label_patch(current, wanted, uid=None, resource_version=None):
     """The JSON merge patch that turns the owned labels ``current`` into ``wanted``: only the keys
     that differ, None for a key to remove; None when nothing differs (no request then). With ``uid``
-    (the Node's as it was read) the patch carries it as a precondition: the API server refuses it
-    (409) when the Node of that name is another object by then."""
+    and ``resource_version`` (the Node's as it was read) the patch carries them as preconditions: the
+    API server refuses it (409) when the Node of that name is another object by then, or was written
+    since (a cordon, kubelet's status after a restart, another run's labels)."""
     changes = {}
     for key in OWNED_KEYS:
         if key in wanted and current.get(key) != wanted[key]:
@@ -123,6 +124,8 @@ def label_patch(current, wanted, uid=None):
     metadata = {"labels": changes}
     if uid:
         metadata["uid"] = uid
+    if resource_version:
+        metadata["resourceVersion"] = resource_version
     return {"metadata": metadata}
 
 
@@ -182,12 +185,38 @@ def _observe(api, path, name):
     return True, (node, config)
 
 
+# how often a patch refused because the Node was written since it was read is read and tried again
+CONFLICT_RETRIES = 5
+
+
+class _Conflict(Exception):
+    """The label patch met a Node written since it was read (409): read it again."""
+
+
 def run(api, params, check_mode, wait_for):
     """Put the Node's numa.kube labels right (or take them off); the module's result.
 
-    ``wait_for(check)`` repeats ``check`` until done or the task's deadline (KubeApi.wait_for)."""
+    ``wait_for(check)`` repeats ``check`` until done or the task's deadline (KubeApi.wait_for).
+
+    The patch is pinned to the Node's uid and resourceVersion as read together with /configz, so
+    labels computed from a kubelet that has restarted since (another run taking the node out, say)
+    never land: the API server refuses the patch, and the Node and kubelet are read again."""
     name = check_name(params["name"], "name")
     path = object_path("v1", "Node", name)
+    first_uid = conflict = None
+    for _attempt in range(CONFLICT_RETRIES + 1):
+        try:
+            return _label_once(api, params, name, path, check_mode, wait_for, first_uid, conflict)
+        except _Conflict as exc:
+            first_uid, conflict = exc.args
+    raise NodeLabelsError("the patch of Node %s's numa.kube labels was refused %d times as the Node was written "
+                          "between each read and the patch (%s): something writes it without pause; find what "
+                          "(kubectl get node %s --show-managed-fields) and run again; nothing was changed"
+                          % (name, CONFLICT_RETRIES + 1, conflict, name), {"changed": False, "labels": {}})
+
+
+def _label_once(api, params, name, path, check_mode, wait_for, first_uid, conflict):
+    """One read of the Node (and its kubelet) and at most one patch; _Conflict on a 409."""
     result = {"changed": False, "labels": {}, "stale": [], "aligned": False}
     if params["state"] == "absent":
         node = api.get(path)
@@ -214,9 +243,15 @@ def run(api, params, check_mode, wait_for):
         current, wanted = owned_labels(node), labels_from_config(config)
         result["stale"] = stale_labels(current, wanted)
         result["aligned"] = ALIGNED_LABEL in wanted
+    metadata = node.get("metadata") or {}
+    if first_uid is not None and metadata.get("uid") != first_uid:
+        raise NodeLabelsError("the patch of Node %s's numa.kube labels failed: %s; 409: the Node was deleted and "
+                              "registered again since it was read (uid %s, now %s): run again to label the new one "
+                              "from its own kubelet; nothing was changed"
+                              % (name, conflict, first_uid, metadata.get("uid")), {"changed": False, "labels": {}})
     result["labels"] = wanted
     result["diff"] = {"before": current, "after": wanted}
-    patch = label_patch(current, wanted, (node.get("metadata") or {}).get("uid"))
+    patch = label_patch(current, wanted, metadata.get("uid"), metadata.get("resourceVersion"))
     if patch is None:
         return result
     result["changed"] = True
@@ -225,9 +260,11 @@ def run(api, params, check_mode, wait_for):
     try:
         answer = api.request("PATCH", path, body=patch, content_type=MERGE_PATCH, field_manager=FIELD_MANAGER)
     except KubeApiError as exc:
+        if getattr(exc, "status", None) == 409:
+            raise _Conflict(metadata.get("uid"), exc)
         raise NodeLabelsError("the patch of Node %s's numa.kube labels %s failed: %s; fix what it names (403: the "
-                              "task's credentials need patch on nodes; 409: the Node was deleted and registered "
-                              "again since it was read) and run again, which sends only what is still not right"
+                              "task's credentials need patch on nodes) and run again, which sends only what is "
+                              "still not right"
                               % (name, patch["metadata"]["labels"], exc), _without_diff(result, changed=False))
     after = owned_labels(answer)
     if after != wanted:

@@ -145,7 +145,7 @@ class NodeApi(object):
 
     def __init__(self, labels=None, config=None, conditions=None, configz_errors=(), exists=True):
         self.node = {"apiVersion": "v1", "kind": "Node",
-                     "metadata": {"name": "w1", "uid": "uid-1",
+                     "metadata": {"name": "w1", "uid": "uid-1", "resourceVersion": "7",
                                   "labels": dict(labels or {}, **{"kubernetes.io/hostname": "w1", "zone": "a",
                                                                   "numa.kube/other": "x"})},
                      "status": {"conditions": list(READY if conditions is None else conditions)}} if exists else None
@@ -173,8 +173,17 @@ class NodeApi(object):
             raise KubeApiError("Operation cannot be fulfilled on nodes \"w1\": Precondition failed: UID in "
                                "precondition: %s, UID in object meta: %s" % (sent_uid, self.node["metadata"]["uid"]),
                                409)
+        sent_version = ((body or {}).get("metadata") or {}).get("resourceVersion")
+        if sent_version and sent_version != self.node["metadata"]["resourceVersion"]:
+            raise KubeApiError("Operation cannot be fulfilled on nodes \"w1\": the object has been modified; please "
+                               "apply your changes to the latest version and try again", 409)
         self.node = merge_patch(self.node, body)
+        self.written()
         return copy.deepcopy(self.node)
+
+    def written(self):
+        """A write of the Node: a new resourceVersion, as the API server gives it."""
+        self.node["metadata"]["resourceVersion"] = str(int(self.node["metadata"]["resourceVersion"]) + 1)
 
 
 def quick_wait(check, timeout=None, interval=0):
@@ -197,7 +206,8 @@ def test_present_labels_a_fresh_node_with_one_merge_patch_then_a_rerun_sends_not
     assert result["diff"] == {"before": {}, "after": ALIGNED_LABELS}
     assert [call[0] for call in api.calls] == ["GET", "configz", "PATCH"]
     body, params = api.patches[0]
-    assert body == {"metadata": {"labels": ALIGNED_LABELS, "uid": "uid-1"}}, "pinned to the Node that was read"
+    assert body == {"metadata": {"labels": ALIGNED_LABELS, "uid": "uid-1", "resourceVersion": "7"}}, \
+        "pinned to the Node as it was read"
     assert params["content_type"] == MERGE_PATCH and params["field_manager"] == "numa.kube"
     # every label numa.kube does not own is as it was
     labels = api.node["metadata"]["labels"]
@@ -215,7 +225,7 @@ def test_labels_a_changed_kubelet_no_longer_runs_are_reported_and_put_right():
                                 "running": "best-effort"}]
     assert api.patches[0][0] == {"metadata": {"labels": {ALIGNED_LABEL: None,
                                                          "numa.kube/topology-manager-policy": "best-effort"},
-                                              "uid": "uid-1"}}
+                                              "uid": "uid-1", "resourceVersion": "7"}}
     assert ALIGNED_LABEL not in api.node["metadata"]["labels"]
     assert api.node["metadata"]["labels"]["numa.kube/other"] == "x"
 
@@ -280,7 +290,8 @@ def test_absent_removes_only_the_owned_keys_without_reading_kubelet_then_has_not
     result = run(api, ABSENT, False, quick_wait)
     assert result == {"changed": True, "labels": {}, "stale": [], "aligned": False,
                       "diff": {"before": ALIGNED_LABELS, "after": {}}}
-    assert api.patches[0][0] == {"metadata": {"labels": dict((key, None) for key in OWNED_KEYS), "uid": "uid-1"}}
+    assert api.patches[0][0] == {"metadata": {"labels": dict((key, None) for key in OWNED_KEYS), "uid": "uid-1",
+                                              "resourceVersion": "7"}}
     assert ("configz", "w1") not in api.calls
     assert api.node["metadata"]["labels"] == {"kubernetes.io/hostname": "w1", "zone": "a", "numa.kube/other": "x"}
     assert run(api, ABSENT, False, quick_wait)["changed"] is False and len(api.patches) == 1
@@ -321,6 +332,51 @@ def test_a_node_registered_again_between_the_read_and_the_patch_is_not_labelled(
     api.kubelet_config = replaced
     with pytest.raises(NodeLabelsError) as caught:
         run(api, PRESENT, False, quick_wait)
-    assert "409: the Node was deleted and registered again since it was read" in str(caught.value)
+    assert "409: the Node was deleted and registered again since it was read (uid uid-1, now uid-2)" \
+        in str(caught.value)
     assert "Precondition failed: UID in precondition: uid-1" in str(caught.value)
     assert owned_labels(api.node) == {}
+
+
+def test_labels_read_from_a_kubelet_that_restarted_before_the_patch_are_read_again():
+    """Hostile review: label_nodes.yml took no lock against a concurrent take-out. A run that read
+    /configz while the node still aligned, then patched after the take-out had restarted its
+    kubelet with the defaults, put numa.kube/aligned on a node that no longer aligns. The patch is
+    pinned to the resourceVersion read: the restart wrote the Node (kubelet's status), the patch is
+    refused, and the next read labels what the kubelet runs now."""
+    api = NodeApi()
+    real_config = api.kubelet_config
+    reads = []
+
+    def taken_out_meanwhile(name):
+        config = real_config(name)
+        if not reads:
+            api.config = BEST_EFFORT   # the take-out restarted kubelet without the NUMA settings
+            api.written()              # and kubelet wrote its Node's status
+        reads.append(config)
+        return config
+
+    api.kubelet_config = taken_out_meanwhile
+    result = run(api, PRESENT, False, quick_wait)
+    assert [call[0] for call in api.calls] == ["GET", "configz", "PATCH", "GET", "configz", "PATCH"]
+    assert result["aligned"] is False and ALIGNED_LABEL not in api.node["metadata"]["labels"]
+    assert api.node["metadata"]["labels"]["numa.kube/topology-manager-policy"] == "best-effort"
+    assert api.patches[1][0]["metadata"]["resourceVersion"] == "8"
+
+
+def test_a_node_written_between_every_read_and_patch_fails_after_the_retries_unchanged():
+    api = NodeApi()
+    real_get = api.get
+
+    def busy(path, **params):
+        node = real_get(path, **params)
+        api.written()   # something writes the Node right after every read
+        return node
+
+    api.get = busy
+    with pytest.raises(NodeLabelsError) as caught:
+        run(api, PRESENT, False, quick_wait)
+    assert str(caught.value).startswith("the patch of Node w1's numa.kube labels was refused 6 times as the Node was "
+                                        "written between each read and the patch (Operation cannot be fulfilled")
+    assert caught.value.result["changed"] is False and owned_labels(api.node) == {}
+    assert len(api.patches) == 6
