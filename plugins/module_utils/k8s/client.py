@@ -66,7 +66,9 @@ except ImportError:  # reported by the module through missing_required_lib
 CONNECT_TIMEOUT = 10
 READ_TIMEOUT = 60
 RETRY_AFTER_TIMES = 10
-MIN_REQUEST_SECONDS = 5
+# the least a request is given when the task's time is all but gone, so that a wait's last look,
+# which lands on the deadline itself, is still sent; no request outlives the deadline by more
+MIN_REQUEST_SECONDS = 0.5
 DEFAULT_WAIT_TIMEOUT = 300
 MAX_WAIT_TIMEOUT = 3600
 # the hard limit of a task whose waits run while things move (wait_ceiling): a day at most
@@ -123,6 +125,11 @@ def nesting_depth(value):
         deepest = max(deepest, depth)
         pending.extend((child, depth + 1) for child in children if isinstance(child, (dict, list)))
     return deepest
+
+
+def _seconds(value):
+    """Seconds for a message: 6 for 6.0, 0.5 for 0.5."""
+    return ("%.1f" % value).rstrip("0").rstrip(".")
 
 
 class _NoDiscovery:
@@ -194,8 +201,8 @@ class KubeApi:
     def request_budget(self):
         """Seconds the next request may take in all, its whole answer read: what is left of the
         task's deadline and at most the stall window (wait_timeout: a request without its answer for
-        that long is a wait without progress), but not below MIN_REQUEST_SECONDS (a request started
-        just before the deadline still gets its answer)."""
+        that long is a wait without progress), but not below MIN_REQUEST_SECONDS (a wait's last
+        look, sent on the deadline, still gets a moment for its answer)."""
         left = self.remaining() if self.stall is None else min(self.remaining(), self.stall)
         return max(left, MIN_REQUEST_SECONDS)
 
@@ -248,6 +255,8 @@ class KubeApi:
                                        % (message, seconds, self.limit_option, self.wait_timeout), status)
                 retried += 1
                 self.sleep(seconds)
+            except KubeApiError:  # already names the request and the server
+                raise
             except Exception as exc:  # connection refused, TLS, timeouts: name the server
                 raise KubeApiError("%s %s on %s: %s" % (verb, path, self.client.configuration.host, exc),
                                    transient=True)
@@ -287,9 +296,9 @@ class KubeApi:
         worker.start()
         worker.join(seconds)
         if worker.is_alive():
-            raise KubeApiError("%s %s on %s: no complete answer within %d s (the request's share of the task's "
+            raise KubeApiError("%s %s on %s: no complete answer within %s s (the request's share of the task's "
                                "time, wait_timeout at most); the server accepts requests but answers too slowly or "
-                               "not at all" % (verb, path, self.client.configuration.host, seconds), transient=True)
+                               "not at all" % (verb, path, self.client.configuration.host, _seconds(seconds)), transient=True)
         if "error" in outcome:
             raise outcome["error"]
         return outcome["data"]
@@ -303,8 +312,8 @@ class KubeApi:
         try:
             while True:
                 if self.clock() > end:
-                    raise KubeApiError("%s %s: the answer was not complete after %d s (%d bytes so far); the far "
-                                       "end sends too slowly" % (verb, path, seconds, sum(len(c) for c in chunks)),
+                    raise KubeApiError("%s %s: the answer was not complete after %s s (%d bytes so far); the far "
+                                       "end sends too slowly" % (verb, path, _seconds(seconds), sum(len(c) for c in chunks)),
                                        transient=True)
                 try:
                     chunk = read(65536)

@@ -78,7 +78,7 @@ MAX_PODS = 2 ** 31 - 1  # kubelet's maxPods is an int32
 _FLAG = re.compile(r"^--([a-z0-9][a-z0-9-]*)(=.*)?\Z", re.S)
 # what a flag value cannot hold on its way to kubelet: systemd splits NODEADM_KUBELET_ARGS and
 # KUBELET_EXTRA_ARGS at white space, and reads quotes and backslashes in Environment lines
-_UNSAFE = re.compile(r"[\s'\"\\\x00-\x1f\x7f]")
+_UNSAFE = re.compile(r"[\s'\"\\\x00-\x1f\x7f-\x9f]")
 _FIELD_OF_FLAG = dict((flag, field) for field, flag in FLAGS.items() if flag)
 
 

@@ -181,12 +181,22 @@ def _observe(api, path, name):
                                   "(%s): the task's credentials need get on nodes/proxy (and get and patch on "
                                   "nodes); grant them, or run the task with a kubeconfig that has them; nothing "
                                   "was changed" % (name, _describe_kubelet_error(exc)))
+        if getattr(exc, "status", None) is None and not (exc.transient or exc.deadline):
+            # an answer that is there but is not a configuration (not JSON, no kubeletconfig
+            # object): kubelet is up, and asking again brings the same
+            raise NodeLabelsError("kubelet of Node %s answered /configz with something that is not its configuration "
+                                  "(%s): no wait cures that; check what answers on the node's kubelet port and that "
+                                  "nothing between the API server and kubelet rewrites its answers; nothing was "
+                                  "changed" % (name, exc))
         return False, (_describe_kubelet_error(exc), "configz")
     return True, (node, config)
 
 
 # how often a patch refused because the Node was written since it was read is read and tried again
 CONFLICT_RETRIES = 5
+# what the API server says when a precondition (uid, resourceVersion) does not hold, as opposed to
+# another 409 (an admission webhook's, say), which no read again cures
+_CONFLICT_TEXT = "Operation cannot be fulfilled on"
 
 
 class _Conflict(Exception):
@@ -244,6 +254,12 @@ def _label_once(api, params, name, path, check_mode, wait_for, first_uid, confli
         result["stale"] = stale_labels(current, wanted)
         result["aligned"] = ALIGNED_LABEL in wanted
     metadata = node.get("metadata") or {}
+    if not (isinstance(metadata.get("uid"), str) and metadata["uid"]
+            and isinstance(metadata.get("resourceVersion"), str) and metadata["resourceVersion"]):
+        raise NodeLabelsError("the API server's answer for Node %s has no uid or resourceVersion (metadata: %.200r), "
+                              "which every Kubernetes object has and the label patch is pinned to; check that "
+                              "the kubeconfig names a Kubernetes API server; nothing was changed"
+                              % (name, metadata), {"changed": False, "labels": {}})
     if first_uid is not None and metadata.get("uid") != first_uid:
         raise NodeLabelsError("the patch of Node %s's numa.kube labels failed: %s; 409: the Node was deleted and "
                               "registered again since it was read (uid %s, now %s): run again to label the new one "
@@ -260,7 +276,7 @@ def _label_once(api, params, name, path, check_mode, wait_for, first_uid, confli
     try:
         answer = api.request("PATCH", path, body=patch, content_type=MERGE_PATCH, field_manager=FIELD_MANAGER)
     except KubeApiError as exc:
-        if getattr(exc, "status", None) == 409:
+        if getattr(exc, "status", None) == 409 and _CONFLICT_TEXT in str(exc):
             raise _Conflict(metadata.get("uid"), exc)
         raise NodeLabelsError("the patch of Node %s's numa.kube labels %s failed: %s; fix what it names (403: the "
                               "task's credentials need patch on nodes) and run again, which sends only what is "

@@ -254,6 +254,9 @@ def test_bad_input_is_refused_naming_value_rule_and_fix(settings, options, messa
     (["--cpu-manager-policy=none"], r"--cpu-manager-policy sets cpuManagerPolicy, which this NodeConfig writes.*"
                                     r"Put the value in the settings"),
     (["--node-labels=a=b c"], r"white space, a control character, a quote or a backslash"),
+    # third review: a C1 control character (CSI, U+009B) passed, though the message promises them refused
+    (["--node-labels=a\x9bb"], r"white space, a control character, a quote or a backslash"),
+    (["--node-labels=a\x85b"], r"white space, a control character, a quote or a backslash"),
     (["node-labels=a=b"], r"is not a kubelet flag written --name=value"),
     ("--node-labels=a=b", r"expected a list"),
 ])

@@ -386,7 +386,10 @@ def test_requests_are_cut_to_what_is_left_of_the_deadline_and_a_rollback_gets_ti
     api = KubeApi({"host": "http://127.0.0.1:9", "api_key": "t", "wait_timeout": 30}, clock=lambda: now[0])
     assert api.request_timeout() == (10, 30)
     now[0] = 28.0
-    assert api.request_timeout() == (5, 5), "never below 5 s, so a last request still gets its answer"
+    assert api.request_timeout() == (2, 2), "what is left of the deadline, no more (third review: a 5 s floor let a " \
+        "request outlive a 3 s task by 2 s)"
+    now[0] = 29.9
+    assert api.request_timeout() == (0.5, 0.5), "a wait's last look, on the deadline, still gets half a second"
     now[0] = 29.0
     api.extend_deadline(30)
     assert api.remaining() == 31 and api.request_timeout() == (10, 31), "30 s more than the deadline left"

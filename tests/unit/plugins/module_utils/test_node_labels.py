@@ -380,3 +380,41 @@ def test_a_node_written_between_every_read_and_patch_fails_after_the_retries_unc
                                         "written between each read and the patch (Operation cannot be fulfilled")
     assert caught.value.result["changed"] is False and owned_labels(api.node) == {}
     assert len(api.patches) == 6
+
+
+def test_a_409_that_is_no_conflict_fails_at_once_naming_it():
+    """Third review: an admission webhook's 409 was read again six times and then blamed on something
+    writing the Node without pause."""
+    api = NodeApi()
+
+    def denied(method, path, body=None, **params):
+        api.patches.append((body, params))
+        raise KubeApiError("PATCH /api/v1/nodes/w1: 409 admission webhook \"labels.example.com\" denied the request", 409)
+
+    api.request = denied
+    with pytest.raises(NodeLabelsError) as caught:
+        run(api, PRESENT, False, quick_wait)
+    assert 'admission webhook "labels.example.com" denied the request' in str(caught.value)
+    assert "without pause" not in str(caught.value) and len(api.patches) == 1
+
+
+@pytest.mark.parametrize("missing", ["resourceVersion", "uid"])
+def test_a_node_without_the_metadata_the_patch_is_pinned_to_is_refused_unpatched(missing):
+    """Third review: a Node answered without resourceVersion (or uid) was patched with no precondition."""
+    api = NodeApi()
+    del api.node["metadata"][missing]
+    with pytest.raises(NodeLabelsError, match="has no uid or resourceVersion"):
+        run(api, PRESENT, False, quick_wait)
+    assert api.patches == []
+
+
+@pytest.mark.parametrize("answer", [KubeApiError("the kubelet of w1 answered /configz without a kubeletconfig object: "
+                                                 "{'kubeletconfig': []}"),
+                                    KubeApiError("GET /api/v1/nodes/w1/proxy/configz: the answer is not JSON")])
+def test_a_configz_answer_that_is_no_configuration_fails_without_waiting(answer):
+    """Third review: an answer of the wrong shape was asked again until wait_timeout ran out (300 s by
+    default), though kubelet answers the same every time."""
+    api = NodeApi(configz_errors=[answer] * 9)
+    with pytest.raises(NodeLabelsError, match="answered /configz with something that is not its configuration"):
+        run(api, PRESENT, False, quick_wait)
+    assert [call[0] for call in api.calls].count("configz") == 1 and api.patches == []
