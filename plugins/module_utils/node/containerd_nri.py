@@ -89,7 +89,9 @@ def _section(lines):
 
 
 def _key_line(key):
-    return re.compile(r"^(\s*)(?:%s|\"%s\")\s*=" % (re.escape(key), re.escape(key)))
+    """A line setting ``key``: bare, in a basic string or in a literal string (a key written with
+    escapes is not matched: check_reading refuses a file where that hides one)."""
+    return re.compile(r"^(\s*)(?:%s|\"%s\"|'%s')\s*=" % (re.escape(key), re.escape(key), re.escape(key)))
 
 
 def _inside(path, folders=SOCKET_FOLDERS):
@@ -107,8 +109,10 @@ def in_force_socket_path(text, containerd_version):
         pattern = _key_line("socket_path")
         for line in lines[section[0] + 1:section[1]]:
             if pattern.match(line):
-                value = _parse_scalar(line.split("=", 1)[1].split("#", 1)[0].strip())
-                return value if isinstance(value, str) else None
+                raw = line.split("=", 1)[1].split("#", 1)[0].strip()
+                value = _parse_scalar(raw)
+                # a value that is no string (1, true) is returned as written: no path check passes it
+                return value if isinstance(value, str) else raw
     return NRI_DEFAULTS["socket_path"]
 
 
@@ -303,6 +307,36 @@ def check_toml(new_text, enabled):
         raise ContainerdConfigError("the edited configuration still has NRI disable = %s; nothing was written"
                                     % toml_value(nri["disable"]))
     return True
+
+
+def check_reading(text, containerd_version):
+    """Where Python has tomllib (3.11+): refuse a configuration whose NRI settings a TOML reader
+    (containerd's) reads otherwise than numa.kube's line-based reading, which is what every check
+    here relies on - a key written with escapes (\"socket\\u005fpath\"), in a dotted or inline table,
+    and the like."""
+    try:
+        import tomllib
+    except ImportError:
+        return
+    try:
+        document = tomllib.loads(text or "")
+    except tomllib.TOMLDecodeError as exc:
+        raise ContainerdConfigError("the configuration is not valid TOML (%s); nothing was written" % exc)
+    plugins = document.get("plugins")
+    nri = plugins.get(NRI_PLUGIN) if isinstance(plugins, dict) else None
+    nri = nri if isinstance(nri, dict) else {}
+    default_off = tuple(containerd_version) < (2, 0, 0)
+    read = {"disable": nri.get("disable", default_off) is True}
+    ours = {"disable": bool(nri_disabled(text, containerd_version))}
+    if not read["disable"]:
+        read["socket_path"] = nri.get("socket_path", NRI_DEFAULTS["socket_path"])
+        ours["socket_path"] = in_force_socket_path(text, containerd_version)
+    if read != ours:
+        raise ContainerdConfigError(
+            "containerd would read the NRI settings of this configuration as %s, numa.kube's reading of its lines "
+            "gives %s: a key in the [plugins.\"%s\"] table is written in a form numa.kube does not edit (escapes "
+            "in its name, a dotted key, an inline table); write disable and socket_path there plainly "
+            "(socket_path = \"...\") and run again; nothing was written" % (read, ours, NRI_PLUGIN))
 
 
 _ESCAPES = {"b": "\b", "t": "\t", "n": "\n", "f": "\f", "r": "\r", '"': '"', "\\": "\\", "e": "\x1b"}

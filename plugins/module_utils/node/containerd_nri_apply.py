@@ -23,6 +23,7 @@ from ansible_collections.numa.kube.plugins.module_utils.node.containerd_nri impo
     ContainerdConfigError,
     check_nri_record,
     check_nri_record_path,
+    check_reading,
     check_socket_path,
     check_toml,
     check_toml_text,
@@ -115,6 +116,7 @@ def present(module):
         changed = new_text != (current or "")
         if changed and distribution == "containerd":
             check_toml(new_text, params["enabled"])
+            check_reading(new_text, version)
         if params["enabled"]:
             # the path containerd will take over, on this node: links followed, nothing there or the
             # NRI socket of the configuration containerd runs with now
@@ -176,6 +178,7 @@ def absent(module):
         new_text, left = plan_nri_withdraw(current, record)
         if new_text is not None and new_text != current and distribution == "containerd":
             check_toml_text(new_text, path)
+            check_reading(new_text, version)
         if new_text is not None and new_text != current:
             # the socket path put back is checked as present checks one: a record cannot point NRI at
             # containerd's own socket, or any other program's

@@ -103,7 +103,34 @@ _SECURITY = ("changes the kernel's security modules or their mode (SELinux, AppA
              "runtimes and their policies are set up for the current ones, and pods fail to start or run unconfined")
 _ENVIRONMENT = ("sets environment variables for every service systemd starts, kubelet and containerd included "
                 "(a proxy, a library path), changing how they run")
+_PLATFORM = ("turns off the firmware tables or interrupt controllers the kernel finds CPUs, NUMA nodes and devices "
+             "with (ACPI, the local and I/O APICs, x2APIC): the node boots with fewer CPUs or NUMA nodes than "
+             "kubelet's state holds, without its devices, or not at all")
+_NETROOT = ("mounts the root file system over the network or through multipath: a wrong or missing value stops the "
+            "boot before anything runs, SSH included")
+_SIGNED = ("changes which code and files the kernel accepts (module signatures, IMA appraisal, lockdown): a driver "
+           "or a file the node needs that is not signed as asked for is refused at boot")
+_AFFINITY = ("pins every service systemd starts, kubelet and containerd included, to the CPUs named: a wrong list "
+             "starves them; numa.kube's CPU partitioning sets CPUAffinity in a systemd drop-in instead")
 DANGEROUS = {
+    "acpi": _PLATFORM,
+    "noapic": _PLATFORM,
+    "nolapic": _PLATFORM,
+    "nox2apic": _PLATFORM,
+    "rd.multipath": _NETROOT,
+    "netroot": _NETROOT,
+    "nfsroot": _NETROOT,
+    "nfsaddrs": _NETROOT,
+    "rd.iscsi.initiator": _NETROOT,
+    "rd.iscsi.firmware": _NETROOT,
+    "module.sig_enforce": _SIGNED,
+    "ima_appraise": _SIGNED,
+    "ima_policy": _SIGNED,
+    "lockdown": _SIGNED,
+    "ipv6.disable": _NETWORK,
+    "kernelcore": _MEMORY,
+    "movablecore": _MEMORY,
+    "systemd.cpu_affinity": _AFFINITY,
     "init": _PID1,
     "rdinit": _PID1,
     "root": _ROOT,
@@ -288,12 +315,13 @@ def check_allow(allow):
     return problems
 
 
-def check_dangerous(present, absent, allow=()):
+def check_dangerous(present, absent, allow=(), labels=("present", "absent")):
     """Every parameter of ``present`` or ``absent`` that can take a node away and is not allowed
-    (names in ``allow`` compared as the kernel does, ``-`` as ``_``)."""
+    (names in ``allow`` compared as the kernel does, ``-`` as ``_``); ``labels`` name the two lists
+    in the messages (a take-out puts back and takes out what a record says)."""
     allowed = set(canonical(name) for name in allow or [] if isinstance(name, str))
     problems = []
-    for what, params in (("present", present), ("absent", absent)):
+    for what, params in ((labels[0], present), (labels[1], absent)):
         for param in params or []:
             if not isinstance(param, str):
                 continue
@@ -311,7 +339,7 @@ def check_dangerous(present, absent, allow=()):
                 "%s: %r is refused: %s %s%s. If the node must have this, add %r to the allow option (role "
                 "variable kernel_args_allow) and make sure someone can reach the node's console"
                 % (what, param, subject, DANGEROUS[key],
-                   "; removing it is as risky as setting it" if what == "absent" else "", key))
+                   "; removing it is as risky as setting it" if what == labels[1] else "", key))
     return problems
 
 

@@ -151,7 +151,8 @@ def _absent(module, method, where, result):
         except KernelCmdlineError as exc:
             fail(module, exc.problems)
     remove, restore, left = plan_withdraw(currents, record["added"], record["removed"])
-    problems = check_dangerous(restore, remove, params["allow"])
+    problems = check_dangerous(restore, remove, params["allow"],
+                               ("to put back from the record", "to take out as the record says"))
     if problems:
         fail(module, problems)
     if method == "grubby":

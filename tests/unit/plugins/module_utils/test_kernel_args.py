@@ -368,7 +368,12 @@ SYSTEMD_SWITCHES = ["rd.rescue", "rescue", "rd.emergency", "emergency", "single"
                     "systemd.mount-extra=tmpfs:/var:tmpfs", "systemd.swap-extra=/swapfile", "rd.shell",
                     "rd.cmdline=ask", "rd.timeout=0", "udev.blockdev_read_only", "systemd.set_credential=a:b",
                     "numa=off", "numa=fake=4", "nosmt", "selinux=0", "lsm=landlock", "crashkernel=512M",
-                    "initcall_blacklist=ahci_init", "usrhash=abcd", "bond=bond0:eth0"]
+                    "initcall_blacklist=ahci_init", "usrhash=abcd", "bond=bond0:eth0",
+                    # found by the third review: put back from a record's removed list before
+                    "acpi=off", "nolapic", "nox2apic", "noapic", "rd.multipath=0", "nfsroot=10.0.0.1:/srv",
+                    "netroot=iscsi:10.0.0.1::::iqn.x", "ima_appraise=enforce", "module.sig_enforce=1",
+                    "ipv6.disable=1", "kernelcore=95%", "movablecore=50%", "systemd.cpu_affinity=0",
+                    "lockdown=confidentiality"]
 
 
 @pytest.mark.parametrize("param", SYSTEMD_SWITCHES)

@@ -218,3 +218,46 @@ def test_absent_checks_the_socket_path_it_would_put_back(tmp_path, monkeypatch, 
     assert failed and "NRI socket_path" in result["msg"] and "is refused" in result["msg"], result
     assert "the value %s would put back" % record in result["msg"]
     assert path.read_text() == written and record.exists()
+
+
+@pytest.mark.parametrize("before", ["1", "true", '["/run/containerd/containerd.sock"]'])
+def test_absent_refuses_a_socket_path_that_is_no_string(tmp_path, monkeypatch, before):
+    """Third review: a record whose socket_path before is 1 or true was put back unchecked (the
+    check took only strings)."""
+    path, record = tmp_path / "config.toml", tmp_path / "applied" / "containerd-nri.json"
+    path.write_text(CONTAINERD_17.replace("true", "false"))
+    args = {"path": str(path), "containerd_version": "1.7.24", "record": str(record)}
+    failed, result = run(containerd_nri, dict(args, settings={"socket_path": "/run/nri/numa.sock"}))
+    assert not failed and result["changed"], result
+    kept = json.loads(record.read_text())
+    kept["keys"]["socket_path"]["before"] = before
+    record.write_text(json.dumps(kept))
+    written = path.read_text()
+    failed, result = run(containerd_nri, dict(args, state="absent"))
+    assert failed and "containerd would read the NRI settings of this configuration as {'disable': False, " \
+        "'socket_path': " in result["msg"], result
+    assert path.read_text() == written and record.exists()
+
+
+@pytest.mark.parametrize("key", ["'socket_path'", '"socket\\u005fpath"'])
+@pytest.mark.parametrize("state", ["present", "absent"])
+def test_a_key_written_in_a_form_numa_kube_does_not_edit_is_refused(tmp_path, monkeypatch, key, state):
+    """Third review: a literal-quoted 'socket_path' hid containerd's own socket from the check in both
+    present and absent (numa.kube reported its default path while containerd read the other)."""
+    path, record = tmp_path / "config.toml", tmp_path / "applied" / "containerd-nri.json"
+    text = CONTAINERD_17 + '  %s = "/run/containerd/containerd.sock"\n' % key
+    path.write_text(text)
+    socket_at(monkeypatch, "/run/containerd/containerd.sock")
+    args = {"path": str(path), "containerd_version": "1.7.24", "record": str(record)}
+    if state == "absent":
+        # NRI on with the key in that form; numa.kube turned NRI off (containerd_nri_enabled false):
+        # taking that out turns it on again, on whatever socket the key names
+        path.write_text(text.replace("disable = true", "disable = false"))
+        failed, result = run(containerd_nri, dict(args, enabled=False))
+        assert not failed and result["changed"], result
+    written = path.read_text()
+    failed, result = run(containerd_nri, dict(args, state=state))
+    assert failed, result
+    assert ("containerd would read the NRI settings" in result["msg"]
+            or "a socket is there that containerd's NRI did not make" in result["msg"]), result["msg"]
+    assert path.read_text() == written
