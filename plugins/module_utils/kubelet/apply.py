@@ -144,6 +144,11 @@ def check_inputs(module):
     params = module.params
     problems = [p for p in [path_problem("path", params["path"])] + [
         path_problem("base_path", base, must_exist=True) for base in params["base_path"] or []] if p]
+    if params["path"] and os.path.normpath(params["path"]) in [os.path.normpath(b) for b in params["base_path"] or []
+                                                               if isinstance(b, str)]:
+        problems.append("path %s is also in base_path: base_path names the files kubelet reads before numa.kube's "
+                        "drop-in, which numa.kube only reads; give the drop-in a path of its own (such as "
+                        "<kubelet's --config-dir>/50-numa-kube.conf)" % params["path"])
     if params["state"] == "present" and params["settings"] is None:
         problems.append("settings is required with state=present: give the KubeletConfiguration fields to set")
     if params["state"] == "present" and (params["flag_file"] is None) != (params["flag_file_text"] is None):

@@ -339,7 +339,15 @@ def plan_withdraw(path, mode, texts, record, fmt="auto", base_paths=(), check=Tr
     if mode == "dropin":
         files.setdefault(path, {"kind": "owned"})
     for where, entry in sorted(files.items()):
-        if entry["kind"] == "owned":
+        if entry["kind"] == "owned" and mode == "merge":
+            # a file kubelet reads in merge mode is never numa.kube's whole: a record saying so (earlier
+            # builds recorded a file they created that way) gets numa.kube's NUMA manager fields taken
+            # out, and the file goes only when nothing else is left in it
+            parsed = parse(where)
+            merged_file(where, {"before": {}, "missing": _own_numa_fields(parsed[0]) if parsed else [],
+                                "created": True},
+                        "numa.kube's NUMA manager fields taken out (the record says numa.kube wrote the file)")
+        elif entry["kind"] == "owned":
             if texts.get(where) is not None:
                 writes[where] = None
                 notes.append("%s removed (numa.kube wrote it)" % where)

@@ -325,3 +325,18 @@ def test_an_empty_record_is_kept_only_where_the_node_keeps_numa_values_of_its_ow
     plan = plan_withdraw(DROPIN, "dropin", {CONFIG: own, DROPIN: "cpuManagerPolicy: static\n"},
                          {"version": 1, "files": {DROPIN: {"kind": "owned"}}}, base_paths=[CONFIG], check=False)
     assert plan["keep_empty_record"] and plan["writes"] == {DROPIN: None}
+
+
+def test_a_merge_file_a_record_calls_numa_kubes_own_loses_only_numa_kubes_fields():
+    """Third review: in merge mode a record saying numa.kube wrote kubelet's configuration whole
+    ({"kind": "owned"}: forged, or from a build that recorded a file it created so) had 'absent'
+    delete the file, an operator's fields with it."""
+    plan = plan_change(CONFIG, KUBEADM, FIRST, "merge", check=False)
+    record = {"files": {CONFIG: {"kind": "owned"}}}
+    writes = plan_withdraw(CONFIG, "merge", {CONFIG: plan["text"] + "maxPods: 50\n"}, record)["writes"]
+    kept = yaml.safe_load(writes[CONFIG])
+    assert kept["maxPods"] == 50 and kept["cgroupDriver"] == "systemd", kept
+    assert "topologyManagerPolicy" not in kept and kept.get("cpuManagerPolicy") in (None, "none"), kept
+    # what numa.kube alone wrote still goes whole
+    alone = plan_change(CONFIG, None, FIRST, "merge", check=False)["text"]
+    assert plan_withdraw(CONFIG, "merge", {CONFIG: alone}, record)["writes"] == {CONFIG: None}

@@ -8,6 +8,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import pytest
+from ansible.module_utils.common import warnings
 
 from ansible_collections.numa.kube.plugins.module_utils.k8s.objects import KubeApiError
 from ansible_collections.numa.kube.plugins.modules import volcano_numa_aware
@@ -78,7 +79,7 @@ def test_a_failure_after_the_write_returns_what_became_of_the_previous_configura
     assert api[0].conf() == SHIPPED
 
 
-def test_a_node_report_the_api_server_refuses_is_a_warning_not_a_failed_switch(api, monkeypatch, capsys):
+def test_a_node_report_the_api_server_refuses_is_a_warning_not_a_failed_switch(api, monkeypatch):
     # the report comes after the change is done: failing the task there would leave a switch
     # reported as failed that went through (and nothing to put back)
     def refuse(self, selector=None):
@@ -87,4 +88,7 @@ def test_a_node_report_the_api_server_refuses_is_a_warning_not_a_failed_switch(a
     monkeypatch.setattr(ModuleApi, "nodes", refuse)
     failed, result = run(volcano_numa_aware, ARGS)
     assert not failed and result["changed"] and result["nodes"] == {}, result
-    assert "the nodes could not be reported: GET /api/v1/nodes: 403" in capsys.readouterr().err
+    # the module's warnings as Ansible collects them (the test runner stops at exit_json, before they
+    # are put in the result); read from the list, so the test passes alone as in the whole tier
+    warned = [str(message) for message in warnings.get_warning_messages()]
+    assert any("the nodes could not be reported: GET /api/v1/nodes: 403" in message for message in warned), warned
