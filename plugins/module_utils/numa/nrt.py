@@ -124,29 +124,38 @@ def zone_name(node_id):
     return "node-%d" % node_id
 
 
+def _object(value):
+    """``value`` when it is a JSON object, else an empty one (an answer of the wrong shape)."""
+    return value if isinstance(value, dict) else {}
+
+
 def co_writers(obj):
     """The managers other than numa.kube's own that ``metadata.managedFields`` shows owning an NRT's
     ``zones``, ``attributes`` or ``topologyPolicies`` (sorted; empty when none)."""
     names = set()
-    entries = ((obj or {}).get("metadata") or {}).get("managedFields") or []
+    entries = _object(_object(obj).get("metadata")).get("managedFields") or []
     for entry in entries if isinstance(entries, list) else [entries]:
         if not isinstance(entry, dict):
             names.add("(an entry that is no object)")  # unreadable: not taken for numa.kube's
             continue
         manager = entry.get("manager") if isinstance(entry.get("manager"), str) else ""
         fields = entry.get("fieldsV1") if isinstance(entry.get("fieldsV1"), dict) else {}
+        # an entry of another manager whose fields cannot be read (none, or not an object) may own anything
         if manager not in OWN_MANAGERS and (any(field in fields for field in CONTENT_FIELDS)
-                                            or not isinstance(entry.get("fieldsV1", {}), dict)):
+                                            or not isinstance(entry.get("fieldsV1"), dict)):
             names.add(manager or "(unnamed)")
     return sorted(names)
 
 
 def foreign_reason(obj):
     """Why an existing NRT object is not numa.kube's, in words; None when it is (``is_ours``)."""
-    metadata = (obj or {}).get("metadata") or {}
-    label = (metadata.get("labels") or {}).get(MANAGED_BY)
+    metadata = _object((obj if isinstance(obj, dict) else {}).get("metadata"))
+    label = _object(metadata.get("labels")).get(MANAGED_BY)
     if label != PUBLISHER_LABELS[MANAGED_BY]:
-        managers = sorted(set(entry.get("manager") or "?" for entry in metadata.get("managedFields") or []))
+        entries = metadata.get("managedFields") if isinstance(metadata.get("managedFields"), list) else []
+        managers = sorted(set(entry["manager"] if isinstance(entry, dict) and isinstance(entry.get("manager"), str)
+                              and entry["manager"] else "?" for entry in entries))
+        label = label if isinstance(label, str) else None
         return "no label %s=%s; written by %s" % (MANAGED_BY, PUBLISHER_LABELS[MANAGED_BY],
                                                   label or ", ".join(managers) or "unknown")
     others = co_writers(obj)

@@ -280,3 +280,25 @@ def test_managed_fields_no_kubernetes_object_would_have_are_not_taken_for_numa_k
     labels = {"app.kubernetes.io/managed-by": "numa.kube", "numa.kube/stack": "topology"}
     obj = {"metadata": {"labels": labels, "managedFields": entries}}
     assert not nrt.is_ours(obj) and nrt.co_writers(obj)
+
+
+@pytest.mark.parametrize("metadata", [
+    {"managedFields": ["x"]}, {"managedFields": {"manager": "x"}}, {"managedFields": [{"manager": ["a"]}]},
+    {"labels": "numa.kube", "managedFields": []}, {"labels": ["x"]}, "metadata", ["x"], None,
+    {"labels": {"app.kubernetes.io/managed-by": ["numa.kube"]}},
+])
+def test_an_object_of_the_wrong_shape_without_numa_kubes_label_is_named_not_a_crash(metadata):
+    """Third review: foreign_reason raised AttributeError or TypeError (unhashable manager) on such
+    an object, which ended the publisher process (it catches only the API's errors)."""
+    reason = nrt.foreign_reason({"metadata": metadata})
+    assert reason.startswith("no label app.kubernetes.io/managed-by=numa.kube; written by "), reason
+    assert not nrt.is_ours({"metadata": metadata})
+
+
+def test_another_managers_entry_without_fields_is_a_co_writer_as_one_whose_fields_are_null():
+    """Third review: an entry of another manager with no fieldsV1 was taken for numa.kube's, while one
+    whose fieldsV1 is null was not: neither says what it owns, so neither is taken for numa.kube's."""
+    labels = {"app.kubernetes.io/managed-by": "numa.kube", "numa.kube/stack": "topology"}
+    for entry in ({"manager": "other"}, {"manager": "other", "fieldsV1": None}):
+        obj = {"metadata": {"labels": labels, "managedFields": [entry]}}
+        assert nrt.co_writers(obj) == ["other"] and not nrt.is_ours(obj)
