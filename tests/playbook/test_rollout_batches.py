@@ -173,3 +173,41 @@ def test_the_preflight_refuses_the_variable_site_yml_no_longer_reads(tmp_path):
     task = [task for task in report["plays"][0]["tasks"] if task["task"]["name"].startswith("Check the batches")][0]
     message = list(task["hosts"].values())[0]["msg"]
     assert "numa_kube_serial is set (3), which site.yml no longer reads: set numa_kube_batch_size" in message, message
+
+
+def test_the_preflight_refuses_its_own_targets_from_the_command_line(tmp_path):
+    """Third review: -e numa_kube_targets=numa_nodes put the control-plane nodes into the workers'
+    batch (and changed every node twice); site.yml's own variable is private now, and refused."""
+    done, report = play(tmp_path, "site.yml", {"__numa_kube_targets": "numa_nodes"},
+                        more=["--check", "--start-at-task", "Check what is asked of the node (numa_kube_state)"])
+    assert done.returncode != 0
+    task = [task for task in report["plays"][0]["tasks"] if task["task"]["name"].startswith("Check the batches")][0]
+    message = list(task["hosts"].values())[0]["msg"]
+    assert "__numa_kube_targets is set (\"numa_nodes\"), with -e: it is site.yml's own" in message, message
+    assert len(report["plays"]) == 1, "no node was read or changed"
+
+
+def test_a_run_started_past_the_preflight_still_changes_control_plane_nodes_one_at_a_time(tmp_path):
+    """Third review: --start-at-task past the preflight let -e __numa_kube_control_plane_serial=100%
+    through; the batch check in change_nodes.yml refuses it too."""
+    done, report = play(tmp_path, "change_nodes.yml", {"__numa_kube_control_plane_serial": "100%"})
+    assert done.returncode != 0
+    task = report["plays"][0]["tasks"][0]
+    message = list(task["hosts"].values())[0]["msg"]
+    assert "__numa_kube_control_plane_serial is \"100%\": site.yml sets it for its control-plane nodes" in message, \
+        message
+
+
+def test_a_take_out_of_other_parts_leaves_the_labels_alone(tmp_path):
+    """Third review: numa_kube_state=absent with --tags kernel_args took every node's numa.kube labels
+    off while kubelet, not taken out, still aligned. The labels say what kubelet runs: they come off
+    only in a run that takes kubelet's part out."""
+    done, report = play(tmp_path, "change_nodes.yml", {"numa_kube_state": "absent"}, more=["--tags", "kernel_args"])
+    assert done.returncode == 0, done.stdout[-3000:]
+    label_tasks = [task for entry in report["plays"] for task in entry["tasks"]
+                   if "labels" in task["task"]["name"] or "Label the Node" in task["task"]["name"]]
+    assert label_tasks, "the label tasks are in the play"
+    for task in label_tasks:
+        for host, result in task["hosts"].items():
+            assert result.get("skipped") and "__numa_kube_kubelet_part" in result.get("false_condition", ""), \
+                (task["task"]["name"], host, result)
