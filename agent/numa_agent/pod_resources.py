@@ -46,5 +46,6 @@ class PodResources(object):
         """What kubelet may assign; ``timeout`` (seconds) replaces the default one."""
         response = self.stub.GetAllocatableResources(api_pb2.AllocatableResourcesRequest(),
                                                      timeout=timeout or self.timeout)
-        return {"cpu_ids": list(response.cpu_ids), "memory": _memory(response.memory),
+        # in one order: kubelet lists them in the order of its sets, another at each call
+        return {"cpu_ids": sorted(response.cpu_ids), "memory": _memory(response.memory),
                 "devices": _devices(response.devices)}

@@ -76,6 +76,20 @@ def managers(obj):
     return ", ".join(names) or "unknown"
 
 
+
+def canonical(value):
+    """A PodResources answer with every list in one order. kubelet lists a node's allocatable CPUs in
+    the order of its own sets, which differs from one call to the next (seen on a guest with four
+    NUMA nodes: [1, 3, 0], then [0, 1, 3]); compared as they come, every round looked like a kubelet
+    restart and read /configz again, a TLS handshake with kubelet every period."""
+    if isinstance(value, dict):
+        return dict((key, canonical(item)) for key, item in value.items())
+    if isinstance(value, (list, tuple)):
+        items = [canonical(item) for item in value]
+        return sorted(items, key=repr)
+    return value
+
+
 def socket_identity(path):
     """What tells one kubelet socket file from the next (inode, change and modification times); None when
     there is none. kubelet makes its PodResources socket anew at each start (cri-client's
@@ -167,7 +181,8 @@ class NodeObjectPublisher(object):
         except self.pod_resources_errors:
             self.config = None
             raise
-        if self.config is not None and (identity != self.last_identity or allocatable != self.last_allocatable):
+        if self.config is not None and (identity != self.last_identity
+                                        or canonical(allocatable) != canonical(self.last_allocatable)):
             self.log.info("kubelet restarted (%s): its configuration is read again",
                           "a new PodResources socket" if identity != self.last_identity
                           else "GetAllocatableResources answers otherwise")

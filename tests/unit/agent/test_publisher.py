@@ -375,3 +375,21 @@ def test_the_resync_help_names_the_jitter_and_the_write_on_difference(capsys):
     text = " ".join(capsys.readouterr().out.split())
     assert ("about every this many seconds (jittered x0.5-1.5) kubelet's configuration and the Numatopology object "
             "are read again, and the object written only when they differ" in text)
+
+
+def test_allocatable_cpus_listed_in_another_order_are_no_kubelet_restart(tmp_path):
+    """Found in the test bed (issue 31): kubelet lists the allocatable CPUs in another order at each
+    call ([1, 3, 0], then [0, 1, 3]); every round took that for a restart and read /configz again,
+    a TLS handshake with kubelet every 2 s on every node."""
+    api, kubelet, pods, clock = Api(), Kubelet(STATIC), PodResources(allocatable=[1, 3, 0]), Clock()
+    pub = publisher(tmp_path, api, kubelet, pods, clock=clock, rand=lambda: 0.5)
+    pub.step()
+    for order in ([0, 1, 3], [3, 0, 1], [1, 3, 0]):
+        pods.cpus = order
+        clock.now += 2
+        pub.step()
+    assert kubelet.reads == 1, "one read of /configz for one kubelet"
+    pods.cpus = [0, 1, 2, 3]  # another set: kubelet restarted with another reservation
+    clock.now += 2
+    pub.step()
+    assert kubelet.reads == 2
