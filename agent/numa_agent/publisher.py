@@ -76,7 +76,6 @@ def managers(obj):
     return ", ".join(names) or "unknown"
 
 
-
 def canonical(value):
     """A PodResources answer with every list in one order. kubelet lists a node's allocatable CPUs in
     the order of its own sets, which differs from one call to the next (seen on a guest with four
