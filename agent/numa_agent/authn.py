@@ -99,6 +99,10 @@ class TokenReviewer(object):
         self.pending = {}  # token digest -> the _Review under way
         self.lock = threading.Lock()
         self.slots = threading.BoundedSemaphore(in_flight)
+        # one slot of its own for the background refresh of allowed verdicts: reviews of unknown
+        # tokens (a flood of made-up ones) can take every other slot, never this one, so a scraper's
+        # verdict is renewed before it expires
+        self.refresh_slots = threading.BoundedSemaphore(1)
 
     def __call__(self, header):
         token = bearer_token(header)
@@ -148,9 +152,9 @@ class TokenReviewer(object):
                 del table[key]
                 return None
             if status == 200 and now - reviewed >= self.refresh_after and key not in self.pending:
-                if self.slots.acquire(blocking=False):
+                if self.refresh_slots.acquire(blocking=False):
                     try:
-                        self._run(key, token)
+                        self._run(key, token, self.refresh_slots)
                     except RuntimeError as exc:  # no thread to be had: the kept verdict still answers
                         LOG.warning("could not start the refresh of a scraper's verdict: %s", exc)
             return status, reason
@@ -170,24 +174,26 @@ class TokenReviewer(object):
                 return review
             return self._run(key, token)
 
-    def _run(self, key, token):
-        """Start a review in its own thread (the caller holds the lock and a slot, which the thread frees).
+    def _run(self, key, token, slots=None):
+        """Start a review in its own thread (the caller holds the lock and a slot of ``slots``, by
+        default the reviews' own, which the thread frees).
 
         A thread that cannot be started (RuntimeError: the process or its cgroup is out of threads,
         as a flood of connections can make it) frees the slot and leaves no review pending: a review
         never started would hold its slot and its token's later scrapes for good."""
+        slots = self.slots if slots is None else slots
         review = _Review()
-        thread = threading.Thread(target=self._reviewed, args=(key, token, review), name="token-review",
+        thread = threading.Thread(target=self._reviewed, args=(key, token, review, slots), name="token-review",
                                   daemon=True)
         try:
             thread.start()
         except BaseException:
-            self.slots.release()
+            slots.release()
             raise
         self.pending[key] = review  # (the thread needs the lock the caller holds before it looks)
         return review
 
-    def _reviewed(self, key, token, review):
+    def _reviewed(self, key, token, review, slots):
         verdict = (503, "the credentials check failed")
         try:
             status, reason = self._review(token)
@@ -204,7 +210,7 @@ class TokenReviewer(object):
             with self.lock:
                 if self.pending.get(key) is review:
                     del self.pending[key]
-            self.slots.release()
+            slots.release()
             review.verdict = verdict
             review.done.set()
 

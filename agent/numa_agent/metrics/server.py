@@ -112,11 +112,17 @@ class _Handler(BaseHTTPRequestHandler):
         sending one byte at a time would hold its connection for good; past this deadline the
         connection is shut down (by the server's own loop, see MetricsServer.service_actions), which
         ends the read or write under way."""
-        self.server.watch(self)
+        self.server.watch(self, waiting=True)
         try:
             BaseHTTPRequestHandler.handle_one_request(self)
         finally:
             self.server.unwatch(self)
+
+    def parse_request(self):
+        """The request's first line is in: the connection is busy now, no longer one waiting that a
+        new connection may take the place of."""
+        self.server.busy(self)
+        return BaseHTTPRequestHandler.parse_request(self)
 
     def _cut(self):
         self.close_connection = True
@@ -167,9 +173,14 @@ class _Handler(BaseHTTPRequestHandler):
 # answer together (and for its TLS handshake), plain HTTP and HTTPS alike; past it the connection
 # is closed, however the client spaces its bytes
 IDLE_SECONDS = 30
-# connections served at once, each on its own thread; one more is closed at once: a scraper or two
-# (Prometheus keeps one connection a target) and probes need a handful, a flood gets no more threads
+# connections served at once, each on its own thread: a scraper or two (Prometheus keeps one
+# connection a target) and probes need a handful, a flood gets no more threads. One more takes the
+# place of the connection that has waited longest for its next request (an idle keep-alive one,
+# which HTTP clients open again at need); with none waiting, it is closed at once. So connections
+# that hold their place by sending a request now and then cannot lock a scraper out.
 MAX_CONNECTIONS = 32
+# how long a new connection waits for the place of the one it closed
+TAKE_PLACE_SECONDS = 2.0
 
 
 class MetricsServer(ThreadingHTTPServer):
@@ -183,16 +194,36 @@ class MetricsServer(ThreadingHTTPServer):
         self.idle_seconds = idle_seconds
         self.connections = threading.BoundedSemaphore(max_connections)
         self.deadlines = {}  # handler -> when its request's time is up (monotonic)
+        self.waiting = {}  # handler -> since when it waits for its next request (monotonic)
         self.deadlines_lock = threading.Lock()
         ThreadingHTTPServer.__init__(self, (address, port), _Handler)
 
-    def watch(self, handler):
+    def watch(self, handler, waiting=False):
+        now = time.monotonic()
         with self.deadlines_lock:
-            self.deadlines[handler] = time.monotonic() + self.idle_seconds
+            self.deadlines[handler] = now + self.idle_seconds
+            if waiting:
+                self.waiting[handler] = now
+
+    def busy(self, handler):
+        with self.deadlines_lock:
+            self.waiting.pop(handler, None)
 
     def unwatch(self, handler):
         with self.deadlines_lock:
             self.deadlines.pop(handler, None)
+            self.waiting.pop(handler, None)
+
+    def _take_place(self):
+        """A place for a new connection when every one is taken: the connection waiting longest for
+        its next request is closed and its place awaited (TAKE_PLACE_SECONDS); False when none waits."""
+        with self.deadlines_lock:
+            if not self.waiting:
+                return False
+            victim = min(self.waiting, key=self.waiting.get)
+            del self.waiting[victim]
+        victim._cut()  # pylint: disable=protected-access
+        return self.connections.acquire(timeout=TAKE_PLACE_SECONDS)
 
     def service_actions(self):
         """Run by serve_forever between its polls (every half second): cut the connections whose
@@ -206,8 +237,9 @@ class MetricsServer(ThreadingHTTPServer):
             handler._cut()  # pylint: disable=protected-access
 
     def process_request(self, request, client_address):
-        """A thread for the connection while fewer than max_connections are served; else it is closed."""
-        if not self.connections.acquire(blocking=False):
+        """A thread for the connection while fewer than max_connections are served, or in the place of
+        the one waiting longest for a request; else it is closed."""
+        if not self.connections.acquire(blocking=False) and not self._take_place():
             self.shutdown_request(request)
             return
         try:

@@ -423,3 +423,41 @@ def test_reviews_of_unknown_tokens_are_bounded_in_rate():
     for _index in range(20):
         assert check("Bearer prom")[0] == 200
     assert api.kinds().count("TokenReview") == 8
+
+
+class FloodApi(FakeApi):
+    """FakeApi that holds back the reviews of every token but the scraper's until ``released``."""
+
+    def __init__(self, **kwargs):
+        super(FloodApi, self).__init__(**kwargs)
+        self.released = threading.Event()
+
+    def request(self, method, path, body=None):
+        if body["kind"] == "TokenReview" and body["spec"]["token"] != "prom":
+            self.released.wait(10)
+        return super(FloodApi, self).request(method, path, body)
+
+
+def test_a_flood_of_made_up_tokens_holding_every_review_slot_does_not_let_the_scrapers_verdict_expire():
+    """Third review: keep-alive connections sending made-up tokens held every review slot, so the
+    background refresh of Prometheus' verdict found none; once the verdict expired, its scrapes got
+    503. The refresh has a slot of its own."""
+    api, clock = FloodApi(), Clock()
+    api.timeout = 0.3
+    check = authn.TokenReviewer(api, clock=clock, in_flight=4)
+    try:
+        assert check("Bearer prom")[0] == 200
+        flood = [threading.Thread(target=check, args=("Bearer made-up-%d" % n,)) for n in range(4)]
+        for thread in flood:
+            thread.start()
+        assert wait_for(lambda: len(check.pending) == 4), "every review slot held by a made-up token"
+        clock.now += 30  # past a third of the verdict's life: the next scrape starts a refresh
+        assert check("Bearer prom")[0] == 200
+        digest = [key for key in check.cache][0]
+        assert wait_for(lambda: digest not in check.pending and check.cache[digest][3] == clock.now), \
+            "the refresh ran although every other slot was held"
+        clock.now += 45  # 75 s after the first review, 45 after the refresh
+        assert check("Bearer prom") == (200, PROMETHEUS["username"])
+    finally:
+        api.released.set()
+        assert wait_for(lambda: not check.pending)

@@ -9,6 +9,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import hashlib
+import http.client
 import os
 import socket
 import ssl
@@ -210,28 +211,65 @@ def test_a_plain_http_connection_that_sends_nothing_is_closed_after_the_idle_tim
         server.server_close()
 
 
-def test_connections_beyond_the_bound_are_closed_at_once_and_get_no_thread():
-    """Hostile review: every connection got a thread (150 idle connections, 150 threads)."""
+def test_connections_beyond_the_bound_get_no_thread_and_take_the_place_of_the_longest_waiting():
+    """Hostile review: every connection got a thread (150 idle connections, 150 threads). Third
+    review: connections that held their place (idle, or sending a request now and then) locked every
+    other client out; a new one now takes the place of the connection waiting longest for a request."""
     server, port = started(max_connections=3, idle_seconds=30)
     try:
         before = threading.active_count()
         held = [socket.create_connection(("127.0.0.1", port), timeout=5) for _index in range(3)]
         time.sleep(0.5)
-        extra = [socket.create_connection(("127.0.0.1", port), timeout=5) for _index in range(20)]
-        assert all(closed_within(connection, 5) for connection in extra), "a connection past the bound stayed open"
+        extra = []
+        for _index in range(20):
+            extra.append(socket.create_connection(("127.0.0.1", port), timeout=5))
+            time.sleep(0.05)
+        time.sleep(0.5)
         assert threading.active_count() - before <= 3, "more threads than the bound"
-        for connection in held:
-            connection.close()
-        deadline = time.monotonic() + 10
-        while True:
-            try:
-                with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % port, timeout=5) as answer:
-                    assert answer.read().decode() == METRICS
-                break
-            except (urllib.error.URLError, ConnectionError):
-                assert time.monotonic() < deadline, "the server did not serve again once the connections closed"
-                time.sleep(0.2)
+        assert all(closed_within(connection, 5) for connection in held + extra[:-3]), \
+            "a connection that waited longer than the newest three kept its place"
+        assert not any(closed_within(connection, 0.5) for connection in extra[-3:]), "the newest three are served"
+        started_at = time.monotonic()
+        with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % port, timeout=5) as answer:
+            assert answer.read().decode() == METRICS
+        assert time.monotonic() - started_at < 4, "a scrape waited for a place"
     finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_keep_alive_connections_that_ask_now_and_then_cannot_lock_a_scraper_out():
+    """Third review: four keep-alive connections sending GET /healthz once a second held a server of
+    four connections, and every other client got its connection closed for as long as they went on."""
+    server, port = started(max_connections=4, idle_seconds=2)
+    stop = threading.Event()
+
+    def holder():
+        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+        try:
+            while not stop.is_set():
+                connection.request("GET", "/healthz")
+                connection.getresponse().read()
+                time.sleep(1.0)
+        except (OSError, http.client.HTTPException):
+            return
+
+    holders = [threading.Thread(target=holder, daemon=True) for _index in range(4)]
+    for thread in holders:
+        thread.start()
+    try:
+        time.sleep(1.5)
+        served = 0
+        for _attempt in range(5):
+            started_at = time.monotonic()
+            with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % port, timeout=5) as answer:
+                assert answer.read().decode() == METRICS
+            assert time.monotonic() - started_at < 4
+            served += 1
+            time.sleep(0.5)
+        assert served == 5
+    finally:
+        stop.set()
         server.shutdown()
         server.server_close()
 
