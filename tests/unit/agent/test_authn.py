@@ -453,7 +453,7 @@ def test_a_flood_of_made_up_tokens_holding_every_review_slot_does_not_let_the_sc
         assert wait_for(lambda: len(check.pending) == 4), "every review slot held by a made-up token"
         clock.now += 30  # past a third of the verdict's life: the next scrape starts a refresh
         assert check("Bearer prom")[0] == 200
-        digest = [key for key in check.cache][0]
+        digest = list(check.cache)[0]
         assert wait_for(lambda: digest not in check.pending and check.cache[digest][3] == clock.now), \
             "the refresh ran although every other slot was held"
         clock.now += 45  # 75 s after the first review, 45 after the refresh
