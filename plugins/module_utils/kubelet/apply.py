@@ -144,9 +144,10 @@ def check_inputs(module):
     params = module.params
     problems = [p for p in [path_problem("path", params["path"])] + [
         path_problem("base_path", base, must_exist=True) for base in params["base_path"] or []] if p]
-    if params["path"] and os.path.normpath(params["path"]) in [os.path.normpath(b) for b in params["base_path"] or []
+    if params["path"] and os.path.realpath(params["path"]) in [os.path.realpath(b) for b in params["base_path"] or []
                                                                if isinstance(b, str)]:
-        problems.append("path %s is also in base_path: base_path names the files kubelet reads before numa.kube's "
+        problems.append("path %s is also in base_path (or leads to the same file): base_path names the files kubelet "
+                        "reads before numa.kube's "
                         "drop-in, which numa.kube only reads; give the drop-in a path of its own (such as "
                         "<kubelet's --config-dir>/50-numa-kube.conf)" % params["path"])
     if params["state"] == "present" and params["settings"] is None:

@@ -95,7 +95,9 @@ def labels_from_config(config):
 
 def owned_labels(node):
     """The labels of the Node object ``node`` under OWNED_KEYS (the others are never looked at)."""
-    labels = ((node or {}).get("metadata") or {}).get("labels") or {}
+    metadata = node.get("metadata") if isinstance(node, dict) else None
+    labels = metadata.get("labels") if isinstance(metadata, dict) else None
+    labels = labels if isinstance(labels, dict) else {}
     return dict((key, labels[key]) for key in OWNED_KEYS if key in labels)
 
 
@@ -196,7 +198,7 @@ def _observe(api, path, name):
 CONFLICT_RETRIES = 5
 # what the API server says when a precondition (uid, resourceVersion) does not hold, as opposed to
 # another 409 (an admission webhook's, say), which no read again cures
-_CONFLICT_TEXT = "Operation cannot be fulfilled on"
+_CONFLICT_TEXT = ": 409 Operation cannot be fulfilled on "
 
 
 class _Conflict(Exception):
@@ -253,7 +255,8 @@ def _label_once(api, params, name, path, check_mode, wait_for, first_uid, confli
         current, wanted = owned_labels(node), labels_from_config(config)
         result["stale"] = stale_labels(current, wanted)
         result["aligned"] = ALIGNED_LABEL in wanted
-    metadata = node.get("metadata") or {}
+    metadata = node.get("metadata") if isinstance(node, dict) else None
+    metadata = metadata if isinstance(metadata, dict) else {}
     if not (isinstance(metadata.get("uid"), str) and metadata["uid"]
             and isinstance(metadata.get("resourceVersion"), str) and metadata["resourceVersion"]):
         raise NodeLabelsError("the API server's answer for Node %s has no uid or resourceVersion (metadata: %.200r), "

@@ -116,6 +116,8 @@ def present(module):
         changed = new_text != (current or "")
         if changed and distribution == "containerd":
             check_toml(new_text, params["enabled"])
+        if distribution == "containerd" and new_text is not None:
+            # what numa.kube reports and checks must be what containerd reads, changed file or not
             check_reading(new_text, version)
         if params["enabled"]:
             # the path containerd will take over, on this node: links followed, nothing there or the

@@ -114,6 +114,17 @@ _AFFINITY = ("pins every service systemd starts, kubelet and containerd included
              "starves them; numa.kube's CPU partitioning sets CPUAffinity in a systemd drop-in instead")
 DANGEROUS = {
     "acpi": _PLATFORM,
+    "pci": _PLATFORM,
+    "noefi": _PLATFORM,
+    "movable_node": _MEMORY,
+    "cma": _MEMORY,
+    "rd.iscsi.ibft": _NETROOT,
+    "rd.nvmf.discover": _NETROOT,
+    "team": _NETWORK,
+    "ima_appraise_tcb": _SIGNED,
+    "loadpin.enforce": _SIGNED,
+    "ipe.enforce": _SIGNED,
+    "ipv6.disable_ipv6": _NETWORK,
     "noapic": _PLATFORM,
     "nolapic": _PLATFORM,
     "nox2apic": _PLATFORM,

@@ -280,7 +280,7 @@ def test_dashes_are_underscores_to_the_kernel_and_systemd(param, key):
 
 @pytest.mark.parametrize("param", [
     "Root=/dev/sdz9", "INIT=/bin/sh", "Single", "systemd.Mask=x", "rootwait", "rootdelay=5", "initcall_debug",
-    "ipv6.disable_ipv6=0", "ipmi_si.type=kcs", "ip_something=1", "memory_hotplug", "panic_print=1", "iommu=pt",
+    "ipv6.disablex=0", "ipmi_si.type=kcs", "ip_something=1", "memory_hotplug", "panic_print=1", "iommu=pt",
     "rd.lvm.lvx=1", "systemd.masked=1", "systemd.mask_x=1", "rd.luksx=0", "maxcpusfoo=1", "initrdmem=1",
     "nosmp_foo", "rescue.target", "single_user", "no_initrd", "no-initrd",
 ])
@@ -373,7 +373,11 @@ SYSTEMD_SWITCHES = ["rd.rescue", "rescue", "rd.emergency", "emergency", "single"
                     "acpi=off", "nolapic", "nox2apic", "noapic", "rd.multipath=0", "nfsroot=10.0.0.1:/srv",
                     "netroot=iscsi:10.0.0.1::::iqn.x", "ima_appraise=enforce", "module.sig_enforce=1",
                     "ipv6.disable=1", "kernelcore=95%", "movablecore=50%", "systemd.cpu_affinity=0",
-                    "lockdown=confidentiality"]
+                    "lockdown=confidentiality",
+                    # and by the fourth
+                    "pci=off", "noefi", "rd.iscsi.ibft=1", "rd.nvmf.discover=fc,auto", "team=team0:eth0,eth1",
+                    "ima_appraise_tcb", "loadpin.enforce=1", "ipe.enforce=1", "ipv6.disable_ipv6=1", "cma=95%",
+                    "movable_node"]
 
 
 @pytest.mark.parametrize("param", SYSTEMD_SWITCHES)

@@ -170,12 +170,14 @@ class NodeApi(object):
         sent_uid = ((body or {}).get("metadata") or {}).get("uid")
         if sent_uid and sent_uid != self.node["metadata"].get("uid"):
             # what the API server answers a patch whose uid precondition fails
-            raise KubeApiError("Operation cannot be fulfilled on nodes \"w1\": Precondition failed: UID in "
+            raise KubeApiError("PATCH /api/v1/nodes/w1: 409 Operation cannot be fulfilled on nodes \"w1\": "
+                               "Precondition failed: UID in "
                                "precondition: %s, UID in object meta: %s" % (sent_uid, self.node["metadata"]["uid"]),
                                409)
         sent_version = ((body or {}).get("metadata") or {}).get("resourceVersion")
         if sent_version and sent_version != self.node["metadata"]["resourceVersion"]:
-            raise KubeApiError("Operation cannot be fulfilled on nodes \"w1\": the object has been modified; please "
+            raise KubeApiError("PATCH /api/v1/nodes/w1: 409 Operation cannot be fulfilled on nodes \"w1\": the "
+                               "object has been modified; please "
                                "apply your changes to the latest version and try again", 409)
         self.node = merge_patch(self.node, body)
         self.written()
@@ -377,7 +379,8 @@ def test_a_node_written_between_every_read_and_patch_fails_after_the_retries_unc
     with pytest.raises(NodeLabelsError) as caught:
         run(api, PRESENT, False, quick_wait)
     assert str(caught.value).startswith("the patch of Node w1's numa.kube labels was refused 6 times as the Node was "
-                                        "written between each read and the patch (Operation cannot be fulfilled")
+                                        "written between each read and the patch (PATCH /api/v1/nodes/w1: 409 "
+                                        "Operation cannot be fulfilled")
     assert caught.value.result["changed"] is False and owned_labels(api.node) == {}
     assert len(api.patches) == 6
 
@@ -418,3 +421,29 @@ def test_a_configz_answer_that_is_no_configuration_fails_without_waiting(answer)
     with pytest.raises(NodeLabelsError, match="answered /configz with something that is not its configuration"):
         run(api, PRESENT, False, quick_wait)
     assert [call[0] for call in api.calls].count("configz") == 1 and api.patches == []
+
+
+def test_a_webhooks_409_that_quotes_a_conflict_is_no_conflict():
+    """Fourth review: the conflict was told by its text anywhere in the message, so a webhook's 409
+    quoting it was read again six times."""
+    api = NodeApi()
+
+    def denied(method, path, body=None, **params):
+        api.patches.append((body, params))
+        raise KubeApiError("PATCH /api/v1/nodes/w1: 409 admission webhook \"labels.example.com\" denied the request: "
+                           "Operation cannot be fulfilled on nodes \"w1\"", 409)
+
+    api.request = denied
+    with pytest.raises(NodeLabelsError, match="admission webhook"):
+        run(api, PRESENT, False, quick_wait)
+    assert len(api.patches) == 1
+
+
+def test_a_node_answer_of_the_wrong_shape_is_refused_or_has_nothing_to_take_off_without_a_crash():
+    """Fourth review: metadata or labels that are lists raised AttributeError or TypeError."""
+    api = NodeApi()
+    api.get = lambda path, **params: {"metadata": ["x"]}
+    with pytest.raises(NodeLabelsError, match="has no uid or resourceVersion"):
+        run(api, ABSENT, False, quick_wait)
+    api.get = lambda path, **params: {"metadata": {"uid": "u", "resourceVersion": "1", "labels": ["x"]}}
+    assert run(api, ABSENT, False, quick_wait)["changed"] is False and api.patches == []

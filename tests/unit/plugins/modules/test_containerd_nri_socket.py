@@ -261,3 +261,17 @@ def test_a_key_written_in_a_form_numa_kube_does_not_edit_is_refused(tmp_path, mo
     assert ("containerd would read the NRI settings" in result["msg"]
             or "a socket is there that containerd's NRI did not make" in result["msg"]), result["msg"]
     assert path.read_text() == written
+
+
+def test_an_nri_table_that_is_only_text_in_a_string_is_not_taken_for_one(tmp_path):
+    """Fourth review: an NRI table header inside a multi-line string of another table looked like the
+    NRI table to numa.kube's reading, so a file containerd reads with NRI off (1.7) was reported on
+    and left unchanged: the reading is checked against a TOML reader's whether the file changes or not."""
+    path = tmp_path / "config.toml"
+    text = ("version = 2\n[plugins.\"x\"]\n  note = '''\n[plugins.\"io.containerd.nri.v1.nri\"]\n  disable = false\n"
+            "'''\n")
+    path.write_text(text)
+    failed, result = run(containerd_nri, {"path": str(path), "containerd_version": "1.7.24"})
+    assert failed and "containerd would read the NRI settings of this configuration as {'disable': True}" \
+        in result["msg"], result
+    assert path.read_text() == text

@@ -101,3 +101,24 @@ def test_kubelet_config_checks_the_cpu_manager_on_the_machine_it_is_given(tmp_pa
 def test_reserved_memory_refuses_a_machine_no_kernel_describes(args, message):
     failed, result = run(reserved_memory, args)
     assert failed and message in result["msg"], result["msg"]
+
+
+@pytest.mark.parametrize("spelling", ["same", "slashes", "link"])
+@pytest.mark.parametrize("state", ["present", "absent"])
+def test_a_drop_in_that_is_also_a_base_is_refused_however_it_is_written(tmp_path, spelling, state):
+    """Third and fourth reviews: a drop-in path that was also in base_path (as written, with doubled
+    slashes, or through a link) had 'absent' delete kubelet's base configuration, 'present' rewrite it."""
+    base = tmp_path / "conf.d" / "00-base.conf"
+    base.parent.mkdir()
+    base.write_text("apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\ncgroupDriver: systemd\n")
+    path = {"same": str(base), "slashes": "/" + str(base)}.get(spelling)
+    if spelling == "link":
+        os.symlink(str(base), str(tmp_path / "conf.d" / "50-numa-kube.conf"))
+        path = str(tmp_path / "conf.d" / "50-numa-kube.conf")
+    args = {"path": path, "dropin": True, "base_path": [str(base)], "record": "", "state": state}
+    if state == "present":
+        args["settings"] = {"cpuManagerPolicy": "static"}
+    before = base.read_text()
+    failed, result = run(kubelet_config, args)
+    assert failed and "is also in base_path (or leads to the same file)" in result["msg"], result
+    assert base.read_text() == before
