@@ -68,11 +68,15 @@ def _now():
 
 def managers(obj):
     """Who writes an object, for a log: its managed-by label, else the field managers the server recorded."""
-    metadata = (obj or {}).get("metadata") or {}
-    label = (metadata.get("labels") or {}).get(MANAGED_BY)
-    if label:
+    metadata = obj.get("metadata") if isinstance(obj, dict) else None
+    metadata = metadata if isinstance(metadata, dict) else {}
+    labels = metadata.get("labels") if isinstance(metadata.get("labels"), dict) else {}
+    label = labels.get(MANAGED_BY)
+    if isinstance(label, str) and label:
         return label
-    names = sorted(set(entry.get("manager") or "?" for entry in metadata.get("managedFields") or []))
+    entries = metadata.get("managedFields") if isinstance(metadata.get("managedFields"), list) else []
+    names = sorted(set(entry["manager"] if isinstance(entry, dict) and isinstance(entry.get("manager"), str)
+                       and entry["manager"] else "?" for entry in entries))
     return ", ".join(names) or "unknown"
 
 
@@ -295,6 +299,13 @@ class NodeObjectPublisher(object):
             changed = self.write(content, annotations, fresh=due)
         except ApiError as exc:
             self.log.warning("could not write %s %s: %s", self.kind, self.node_name, exc)
+            return False
+        except (AttributeError, KeyError, TypeError, ValueError) as exc:
+            # an object of a shape no API server gives (metadata a list, say): read it again next round,
+            # rather than end the publisher
+            self.seen = None
+            self.log.warning("could not write %s %s: the API server's object has an unexpected shape (%r); it is "
+                             "read again next round", self.kind, self.node_name, exc)
             return False
         if changed:
             self.log.info("%s %s: %s", self.kind, self.node_name, self.describe(content))

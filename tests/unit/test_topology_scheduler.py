@@ -843,3 +843,12 @@ def test_the_module_connects_as_the_topology_stack_and_returns_warnings_diff_and
     assert result["kept"] == []
     failed, result = run_module(module, dict(args, scoring_strategy="Fastest"))
     assert failed and "scoring_strategy" in result["msg"] and connected == ["topology"], "refused before connecting"
+
+
+@pytest.mark.parametrize("obj", [{"metadata": ["x"]}, {"metadata": {"labels": ["x"]}}, {"metadata": {"managedFields": "x"}},
+                                 {"metadata": {"managedFields": [{"manager": ["a"]}, "x", {"manager": "kubectl"}]}}])
+def test_who_manages_an_object_of_the_wrong_shape_is_said_without_a_crash(obj):
+    """Fourth review: objects.manager_of (the stacks' word on an object that is not theirs) raised
+    AttributeError on metadata, labels or managedFields of a shape no API server gives."""
+    said = k8s_objects.manager_of(obj)
+    assert said in ("no managed-by label", "field managers kubectl"), said

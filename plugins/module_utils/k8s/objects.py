@@ -223,13 +223,17 @@ def owned(obj, stack=None):
 
 def manager_of(obj):
     """Who manages a live object, in words: its managed-by label, else its field managers."""
-    meta = (obj or {}).get("metadata") or {}
-    label = (meta.get("labels") or {}).get(MANAGED_BY_LABEL)
+    meta = obj.get("metadata") if isinstance(obj, dict) else None
+    meta = meta if isinstance(meta, dict) else {}
+    labels = meta.get("labels") if isinstance(meta.get("labels"), dict) else {}
+    label = labels.get(MANAGED_BY_LABEL)
     if label == FIELD_MANAGER:
-        return "numa.kube's %s stack" % (meta.get("labels") or {}).get(STACK_LABEL)
+        return "numa.kube's %s stack" % labels.get(STACK_LABEL)
     if label:
         return "%s=%s" % (MANAGED_BY_LABEL, label)
-    managers = sorted(set(entry.get("manager") for entry in meta.get("managedFields") or [] if entry.get("manager")))
+    entries = meta.get("managedFields") if isinstance(meta.get("managedFields"), list) else []
+    managers = sorted(set(entry["manager"] for entry in entries
+                          if isinstance(entry, dict) and isinstance(entry.get("manager"), str) and entry["manager"]))
     return "field managers %s" % ", ".join(managers) if managers else "no managed-by label"
 
 

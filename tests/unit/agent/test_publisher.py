@@ -393,3 +393,16 @@ def test_allocatable_cpus_listed_in_another_order_are_no_kubelet_restart(tmp_pat
     clock.now += 2
     pub.step()
     assert kubelet.reads == 2
+
+
+@pytest.mark.parametrize("metadata", [["x"], {"managedFields": "x"}, {"managedFields": [{"manager": ["a"]}]},
+                                      {"labels": ["x"]}])
+def test_an_object_of_the_wrong_shape_is_a_warning_and_the_publisher_goes_on(tmp_path, metadata):
+    """Fourth review: an object whose metadata or managedFields had a shape no API server gives raised
+    AttributeError or TypeError out of step(), which ended the publisher process."""
+    api, kubelet, pods, clock = Api(), Kubelet(STATIC), PodResources(allocatable=range(1, 8)), Clock()
+    api.objects[PATH] = {"apiVersion": "nodeinfo.volcano.sh/v1alpha1", "kind": "Numatopology", "metadata": metadata}
+    pub = publisher(tmp_path, api, kubelet, pods, clock=clock, rand=lambda: 0.5)
+    for _round in range(2):  # no exception out of a round: the publisher's loop goes on
+        assert pub.step() in (True, False)
+        clock.now += 2
