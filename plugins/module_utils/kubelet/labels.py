@@ -199,6 +199,7 @@ CONFLICT_RETRIES = 5
 # what the API server says when a precondition (uid, resourceVersion) does not hold, as opposed to
 # another 409 (an admission webhook's, say), which no read again cures
 _CONFLICT_TEXT = ": 409 Operation cannot be fulfilled on "
+_UID_CHANGED_TEXT = ": 422 Node "
 
 
 class _Conflict(Exception):
@@ -281,6 +282,13 @@ def _label_once(api, params, name, path, check_mode, wait_for, first_uid, confli
     except KubeApiError as exc:
         if getattr(exc, "status", None) == 409 and _CONFLICT_TEXT in str(exc):
             raise _Conflict(metadata.get("uid"), exc)
+        if getattr(exc, "status", None) == 422 and _UID_CHANGED_TEXT in str(exc):
+            # the API server's answer to a merge patch whose uid is not the object's (measured on
+            # kube-apiserver 1.36: 422 "metadata.uid: Invalid value ... field is immutable")
+            raise NodeLabelsError("the patch of Node %s's numa.kube labels failed: %s; the Node was deleted and "
+                                  "registered again since it was read (uid %s): run again to label the new one from "
+                                  "its own kubelet; nothing was changed" % (name, exc, metadata.get("uid")),
+                                  _without_diff(result, changed=False))
         raise NodeLabelsError("the patch of Node %s's numa.kube labels %s failed: %s; fix what it names (403: the "
                               "task's credentials need patch on nodes) and run again, which sends only what is "
                               "still not right"
