@@ -23,6 +23,12 @@ description:
   - When O(timeout) passes first, fails with the error lines kubelet wrote to the journal since
     O(since) (klog error and fatal lines, such as the Memory Manager's
     C(is not equal to the value ... determined by Node Allocatable feature)).
+  - Fails before O(timeout) when a kubelet process it saw ends and that process's own lines refuse
+    kubelet's configuration or state files in a way no restart gets past (the Memory Manager's
+    reservation that does not add up, a NUMA node the machine lacks, C(invalid configuration), a
+    CPU or Memory Manager checkpoint of another policy). Every start would refuse it again, so
+    waiting out the timeout would only keep the node without a kubelet longer. A process that
+    ends for another reason (the container runtime not answering yet, say) is waited on.
 author:
   - numa.kube contributors (@numa-kube)
 options:
@@ -110,6 +116,13 @@ restarts:
   returned: always
   type: int
   sample: 0
+refused:
+  description:
+    - The line with which kubelet refused its configuration or state, when that ended the wait
+      before O(timeout); null otherwise.
+  returned: always
+  type: str
+  sample: 'E1122 10:00:01.000000 1234 run.go:72] "command failed" err="failed to run Kubelet: the total amount ...'
 log_lines:
   description:
     - kubelet's own error lines, oldest first - from the journal since O(since), or from what

@@ -175,8 +175,9 @@ def run_site(extra):
 
 
 def test_a_configuration_kubelet_refuses_is_rolled_back(host):
-    """Past the preflight with the test-only switch, a wrong sum reaches kubelet; the role restores
-    the previous bytes from its rollout record although no backup copy is kept."""
+    """Past the preflight with the test-only switch, a wrong sum reaches kubelet; the health wait
+    stops at kubelet's refusal instead of its timeout, and the role restores the previous bytes from
+    its rollout record although no backup copy is kept."""
     before = host.file(CONFIG).sha256sum
     backups = host.run("ls %s.*~ 2>/dev/null" % CONFIG).stdout
     running_before = configz(host)["reservedMemory"]
@@ -189,6 +190,8 @@ def test_a_configuration_kubelet_refuses_is_rolled_back(host):
     assert result.returncode != 0, "the play should fail"
     assert "rolled %s back" % NODE in output
     assert 'is not equal to the value' in output and "Node Allocatable" in output
+    # the refusal ended the health wait when the refusing process ended, not the 60 s timeout
+    assert "refused its configuration and ended after" in output and "rather than at its 60 s timeout" in output
     assert host.file(CONFIG).sha256sum == before, "the previous configuration file is back"
     assert host.run("ls %s.*~ 2>/dev/null" % CONFIG).stdout == backups, "no backup was kept"
     assert not host.file(MARKER).exists, "the rollout record is closed"

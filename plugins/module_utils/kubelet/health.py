@@ -11,7 +11,14 @@ from the process's start, not from the first answer seen: the time between the r
 check (the rest of the change, the node coming back from a reboot) then counts towards it, and a
 kubelet that has run long enough is proven by one good answer.
 
-``wait_healthy`` and ``error_lines`` decide; ``run(module)`` is the kubelet_health module's work
+A kubelet that refuses its configuration or its state files (the reservation that does not add up,
+a policy its checkpoint contradicts) refuses it again at every start: nothing changes between two of
+them. So when a process the wait saw ends and its own journal lines hold one of those refusals, the
+wait ends there, with the refusal as the reason, instead of at the timeout (minutes of a node without
+a kubelet, and the change's rollback, waiting on an outcome already known). A process that ends for
+any other reason (the container runtime not answering yet, say) is waited on as before.
+
+``wait_healthy``, ``refusal`` and ``error_lines`` decide; ``run(module)`` is the kubelet_health module's work
 (the probe, the service's main process, its log or journal) around them.
 """
 
@@ -32,39 +39,64 @@ _ERROR_LINE = re.compile(r"^(?:[EF]\d{4} |.*(?:command failed|Failed to run|fail
                          r"could not restore state|is not equal to the value|"
                          r"does not exist on this machine|differs from state checkpoint))")
 
+# The refusals of kubelet's configuration and state that no restart can get past (kubelet's Memory
+# and CPU Managers and its configuration check; their texts in kubelet's sources, see domain.md):
+# the same files give the same refusal at every start.
+_REFUSAL = re.compile(r"is not equal to the value|does not exist on this machine|invalid configuration|"
+                      r"could not restore state|differs from state checkpoint")
 
-def wait_healthy(probe, main_pid, clock, sleep, timeout, settle, interval=2.0, age=None):
+
+def wait_healthy(probe, main_pid, clock, sleep, timeout, settle, interval=2.0, age=None, refused=None):
     """Poll until healthy or ``timeout`` seconds pass.
 
     ``probe()`` returns (ok, detail); ``main_pid()`` the service's main PID (0 when not running);
     ``clock()`` seconds; ``sleep(s)`` waits; ``age(pid)``, when given, the seconds since that
     process started (None when unknown): the settle period then counts from the process's start.
-    Returns a dict: ``healthy``, ``waited`` (seconds), ``detail`` (the last probe's answer) and
-    ``pids`` (main PIDs seen, in order, so a crash loop shows as several).
+    ``refused(since)``, when given, is asked once for each process seen that ended: kubelet's refusal
+    of its configuration in the lines written since ``since`` (that process's start, seconds), or
+    None; a refusal ends the wait at once.
+    Returns a dict: ``healthy``, ``waited`` (seconds), ``detail`` (the last probe's answer), ``pids``
+    (main PIDs seen, in order, so a crash loop shows as several) and ``refused`` (the refusal that
+    ended the wait, or None).
     """
     start = clock()
     good_since = None
     good_pid = None
     pids = []
     detail = ""
+    watched, watched_since = None, None   # the process seen last, and when it started
     while True:
         pid = main_pid()
         if pid and (not pids or pids[-1] != pid):
             pids.append(pid)
+        if watched and pid != watched and refused is not None:
+            line = refused(watched_since)
+            if line:
+                now = clock()
+                return {"healthy": False, "waited": round(now - start, 1), "detail": detail, "pids": pids,
+                        "refused": line}
+        if pid and pid != watched:
+            lived = age(pid) if age else None
+            watched, watched_since = pid, clock() - (lived if lived is not None and lived > 0 else 0)
+        elif not pid:
+            watched = None
         ok, detail = probe()
         now = clock()
         if ok and pid and pid == good_pid:
             if now - good_since >= settle:
-                return {"healthy": True, "waited": round(now - start, 1), "detail": detail, "pids": pids}
+                return {"healthy": True, "waited": round(now - start, 1), "detail": detail, "pids": pids,
+                        "refused": None}
         elif ok and pid:
             lived = age(pid) if age else None
             good_since, good_pid = (now - lived if lived is not None and lived > 0 else now), pid
             if now - good_since >= settle:
-                return {"healthy": True, "waited": round(now - start, 1), "detail": detail, "pids": pids}
+                return {"healthy": True, "waited": round(now - start, 1), "detail": detail, "pids": pids,
+                        "refused": None}
         else:
             good_since, good_pid = None, None
         if now - start >= timeout:
-            return {"healthy": False, "waited": round(now - start, 1), "detail": detail, "pids": pids}
+            return {"healthy": False, "waited": round(now - start, 1), "detail": detail, "pids": pids,
+                    "refused": None}
         sleep(interval)
 
 
@@ -76,6 +108,13 @@ def error_lines(journal_text, limit=10):
         if line and _ERROR_LINE.match(line) and line not in found:
             found.append(line)
     return found[-limit:]
+
+
+def refusal(journal_text):
+    """The last of kubelet's error lines in ``journal_text`` that refuses its configuration or state
+    (a refusal no restart gets past), or None."""
+    found = [line for line in error_lines(journal_text, limit=1000) if _REFUSAL.search(line)]
+    return found[-1] if found else None
 
 
 # How much of a log file to read back at most for error lines.
@@ -122,7 +161,7 @@ def run(module):
     params = module.params
     if module.check_mode:
         module.exit_json(changed=False, healthy=None, waited=0.0, detail="check mode: not waited", restarts=0,
-                         log_lines=[])
+                         log_lines=[], refused=None)
     since = params["since"] or time.time()
     unit = params["service"] if "." in params["service"] else params["service"] + ".service"
 
@@ -142,15 +181,26 @@ def run(module):
         return int(out.strip()) if rc == 0 and out.strip().isdigit() else 0
 
     log_start = _size(params["log_file"]) if params["log_file"] else 0
+
+    def lines_since(moment):
+        if params["log_file"]:
+            return _tail(params["log_file"], log_start)
+        _rc, text, _err = module.run_command(["journalctl", "-u", unit, "--since", "@%d" % int(moment), "--no-pager",
+                                              "-o", "cat"])
+        return text
+
+    # the lines of the process that ended, from a second before it started (the journal's times are
+    # whole seconds here), never from before the wait's own start point
     outcome = wait_healthy(probe, main_pid, time.time, time.sleep, params["timeout"], params["settle"],
-                           age=_process_age)
-    if params["log_file"]:
-        journal = _tail(params["log_file"], log_start)
-    else:
-        _rc, journal, _err = module.run_command(["journalctl", "-u", unit, "--since", "@%d" % int(since), "--no-pager",
-                                                 "-o", "cat"])
+                           age=_process_age, refused=lambda started: refusal(lines_since(max(since, started - 1))))
+    journal = lines_since(since)
     result = dict(changed=False, healthy=outcome["healthy"], waited=outcome["waited"], detail=outcome["detail"],
-                  restarts=max(len(outcome["pids"]) - 1, 0), log_lines=error_lines(journal, params["log_lines"]))
+                  restarts=max(len(outcome["pids"]) - 1, 0), log_lines=error_lines(journal, params["log_lines"]),
+                  refused=outcome["refused"])
+    if outcome["refused"]:
+        module.fail_json(msg="kubelet (%s) refused its configuration and ended after %s s, so the wait stopped there "
+                             "rather than at its %d s timeout (every start would refuse it again): %s"
+                         % (unit, outcome["waited"], params["timeout"], outcome["refused"]), **result)
     if not outcome["healthy"]:
         last = result["log_lines"][-1] if result["log_lines"] else "no error lines in %s" % (
             params["log_file"] or "the journal of " + unit)

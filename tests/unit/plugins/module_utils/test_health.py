@@ -6,7 +6,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.numa.kube.plugins.module_utils.kubelet.health import error_lines, wait_healthy
+from ansible_collections.numa.kube.plugins.module_utils.kubelet.health import error_lines, refusal, wait_healthy
 
 
 class Clock:
@@ -20,13 +20,69 @@ class Clock:
         self.now += seconds
 
 
-def run(timeline, timeout=60, settle=10, started=None, start=0.0):
-    """``timeline(t)`` -> (ok, pid) at time t; ``started(pid)`` -> when that process started."""
+def run(timeline, timeout=60, settle=10, started=None, start=0.0, refused=None):
+    """``timeline(t)`` -> (ok, pid) at time t; ``started(pid)`` -> when that process started;
+    ``refused(since, now)`` -> a refusal line or None."""
     clock = Clock()
     clock.now = start
     age = (lambda pid: clock.now - started(pid)) if started else None
+    asked = (lambda since: refused(since, clock.now)) if refused else None
     return wait_healthy(lambda: (timeline(clock.now)[0], "x"), lambda: timeline(clock.now)[1], clock.time,
-                        clock.sleep, timeout, settle, age=age)
+                        clock.sleep, timeout, settle, age=age, refused=asked)
+
+
+REFUSAL = ('E1122 10:00:01.000000 1 run.go:72] "command failed" err="failed to run Kubelet: the total amount '
+           '\\"600Mi\\" of type \\"memory\\" is not equal to the value \\"612Mi\\" determined by Node Allocatable feature"')
+RUNTIME_DOWN = ('E1122 10:00:01.000000 1 run.go:72] "command failed" err="failed to run Kubelet: validate service '
+                'connection: validate CRI v1 runtime API for endpoint \\"unix:///run/containerd/containerd.sock\\": '
+                'rpc error: code = Unavailable desc = connection error"')
+
+
+def crash_loop(t):
+    """A kubelet that runs 4 s from each start, answering nothing, and is started again 4 s later
+    (pid 1000 from t=0, 1001 from t=8, ...): the gaps show as no main process."""
+    return (False, 1000 + int(t) // 8 if int(t) % 8 < 4 else 0)
+
+
+def test_a_refusal_of_the_process_that_ended_stops_the_wait_before_the_timeout():
+    asked = []
+
+    def refused(since, now):
+        asked.append((since, now))
+        return REFUSAL
+
+    result = run(crash_loop, timeout=300, started=lambda pid: (pid - 1000) * 8.0, refused=refused)
+    # the first process ends at t=4: seen at the poll after it, its own lines asked for from its start
+    assert not result["healthy"] and result["refused"] == REFUSAL
+    assert result["waited"] < 10 and result["pids"] == [1000]
+    assert asked == [(0.0, 4.0)]
+
+
+def test_an_ending_for_another_reason_is_waited_on_and_each_process_is_asked_once():
+    asked = []
+
+    def refused(since, now):
+        asked.append(since)
+        return None
+
+    result = run(crash_loop, timeout=40, started=lambda pid: (pid - 1000) * 8.0, refused=refused)
+    assert not result["healthy"] and result["refused"] is None and result["waited"] >= 40
+    # one question per process that ended (pids 1000 to 1004 ended by t=40), from that process's start
+    assert asked == [0.0, 8.0, 16.0, 24.0, 32.0]
+
+
+def test_the_runtime_not_answering_is_no_refusal_but_a_bad_reservation_is():
+    assert refusal(RUNTIME_DOWN) is None
+    assert refusal("\n".join([RUNTIME_DOWN, REFUSAL, "kubelet.service: Main process exited, code=exited"])) == REFUSAL
+    checkpoint = ('E1122 10:00:01.000000 1 cpu_manager.go:1] "Failed to start" err="could not restore state from '
+                  'checkpoint: configured policy \\"static\\" differs from state checkpoint policy \\"none\\""')
+    assert refusal(checkpoint) == checkpoint
+    assert refusal("") is None
+
+
+def test_a_healthy_kubelet_is_never_asked_for_a_refusal():
+    result = run(lambda t: (t >= 6, 100), refused=lambda since, now: REFUSAL)
+    assert result["healthy"] and result["refused"] is None
 
 
 def test_the_settle_counts_from_the_process_start_when_its_age_is_known():
