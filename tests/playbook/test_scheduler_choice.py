@@ -23,8 +23,9 @@ OFF = {"kernel_args_manage": False, "kubelet_manage": False, "containerd_nri_man
 ROLES = {"volcano": "numa.kube.volcano", "topology": "numa.kube.topology_scheduler"}
 
 
-def play(tmp_path, extra, hosts=None):
-    """site.yml in check mode on local hosts (``hosts``: name -> its own variables; node01 alone by default)."""
+def play(tmp_path, extra, hosts=None, tags=("--tags", "cluster_stacks")):
+    """site.yml in check mode on local hosts (``hosts``: name -> its own variables; node01 alone by
+    default), with ``tags`` (the cluster phase alone by default)."""
     host = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable,
             "rollout_marker_dir": str(tmp_path / "record")}
     inventory = tmp_path / "hosts.json"
@@ -36,7 +37,7 @@ def play(tmp_path, extra, hosts=None):
                ANSIBLE_COLLECTIONS_PATH=os.path.join(ROOT, ".venv", "collections"),
                ANSIBLE_LOCAL_TEMP=str(tmp_path / "tmp"), ANSIBLE_HOME=str(tmp_path / "home"))
     command = [os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i", str(inventory),
-               os.path.join(ROOT, "playbooks", "site.yml"), "--check", "--tags", "cluster_stacks",
+               os.path.join(ROOT, "playbooks", "site.yml"), "--check"] + list(tags) + [
                "-e", json.dumps(dict(OFF, **extra))]
     done = subprocess.run(command, env=env, cwd=ROOT, capture_output=True, text=True, timeout=600, check=False)
     return done, json.loads(done.stdout)
@@ -110,3 +111,32 @@ def test_the_preflight_refuses_hosts_that_resolve_to_different_stacks_naming_the
         "node03; volcano for node02. Set them once for every host"), result["msg"]
     done, report = play(tmp_path, {"numa_kube_schedulers": []}, dict((name, {}) for name in hosts))
     assert done.returncode == 0, done.stdout[-3000:]
+
+
+# --- the preflight plans only the node parts the run changes ------------------------------------------
+
+PLANS = {"kernel_args": "Plan the kernel parameter change", "containerd_nri": "Plan the containerd NRI change"}
+
+
+@pytest.mark.parametrize("tags, planned", [
+    (("--tags", "kubelet"), set()),
+    (("--tags", "kubelet,containerd_nri"), {"containerd_nri"}),
+    (("--skip-tags", "kernel_args"), {"containerd_nri"}),
+    (("--tags", "cluster_stacks,kernel_args"), {"kernel_args"}),
+    ((), {"kernel_args", "containerd_nri"}),
+], ids=["kubelet", "kubelet-and-nri", "skip-kernel", "kernel", "untagged"])
+def test_the_preflight_plans_a_node_part_only_when_the_run_changes_it(tmp_path, tags, planned):
+    """--tags kubelet asks a node nothing about its kernel parameters or containerd (seconds per node
+    and run); a part the run changes is planned before any node changes, as always."""
+    extra = {"kernel_args_manage": True, "containerd_nri_manage": True, "numa_kube_schedulers": []}
+    _done, report = play(tmp_path, extra, tags=tags)
+    seen = set()
+    for task in report["plays"][0]["tasks"]:
+        for part, name in PLANS.items():
+            if task["task"]["name"] == name:
+                result = task["hosts"]["node01"]
+                if result.get("skipped"):
+                    assert part in result["false_condition"], result
+                else:
+                    seen.add(part)
+    assert seen == planned
