@@ -182,7 +182,7 @@ def test_a_static_memory_change_writes_the_boot_guard_with_the_configuration(kub
         tmp_path, kubelet_memory_manager_policy="Static", kubelet_boot_guard=True, kubelet_boot_guard_path=str(guard)))
     check_mode(False)
     assert rc == 0, output[-4000:]
-    assert not played(results, "Make the kubelet service's drop-in folder"), "no task of its own"
+    assert not played(results, "Install the guard and run it before kubelet starts"), "no task of its own"
     write = played(results, "Write the kubelet configuration")[0]
     assert write["extra_written"] == [str(guard), GUARD_DROPIN], write
     assert write["removed"] == [] and write["changed"], write

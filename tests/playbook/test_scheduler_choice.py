@@ -37,8 +37,8 @@ def play(tmp_path, extra, hosts=None, tags=("--tags", "cluster_stacks")):
                ANSIBLE_COLLECTIONS_PATH=os.path.join(ROOT, ".venv", "collections"),
                ANSIBLE_LOCAL_TEMP=str(tmp_path / "tmp"), ANSIBLE_HOME=str(tmp_path / "home"))
     command = [os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i", str(inventory),
-               os.path.join(ROOT, "playbooks", "site.yml"), "--check"] + list(tags) + [
-               "-e", json.dumps(dict(OFF, **extra))]
+               os.path.join(ROOT, "playbooks", "site.yml"), "--check"]
+    command += list(tags) + ["-e", json.dumps(dict(OFF, **extra))]
     done = subprocess.run(command, env=env, cwd=ROOT, capture_output=True, text=True, timeout=600, check=False)
     return done, json.loads(done.stdout)
 

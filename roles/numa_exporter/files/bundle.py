@@ -4,6 +4,7 @@
 """Pack the node agent's exporter into one file that ``python3`` runs: the numa_exporter role's program.
 
     python3 bundle.py COLLECTION_ROOT [OUTPUT]
+    python3 bundle.py --base64 COLLECTION_ROOT
 
 The systemd exporter is the node agent's own program (``numa-agent exporter``, its
 ``checkpoint-relay`` and ``check-tls``), with the standard-library parts only: the agent's package
@@ -12,7 +13,9 @@ given a zip file runs its ``__main__.py``). The archive is the same byte for byt
 sources on any controller (entries sorted, stored uncompressed, one fixed date and mode), so the
 role's copy changes the node only when the code changed.
 
-Without OUTPUT it writes the file into a cache folder of the controller's user
+With ``--base64`` it prints the file's bytes base64-encoded and writes nothing: what the role
+hands to numa.kube.node_files, which installs the program with its units and TLS files in one
+module run. Without OUTPUT it writes the file into a cache folder of the controller's user
 (``<temporary folder>/numa-kube-<uid>``), named by a digest of its bytes, and prints its path. The
 same code always gives the same path, so that hosts packing at once (``strategy: free`` runs the
 pack for each host) or one after another share one file, each write whole (a temporary file
@@ -22,6 +25,7 @@ host. Older packs in the folder, a day untouched, are removed as a new one is wr
 
 from __future__ import absolute_import, division, print_function
 
+import base64
 import hashlib
 import io
 import os
@@ -114,7 +118,10 @@ def cached(root, now=None):
 
 
 def main(argv):
-    if not 1 <= len(argv) <= 2:
+    if len(argv) == 2 and argv[0] == "--base64":
+        print(base64.b64encode(packed(argv[1])).decode("ascii"))
+        return 0
+    if not 1 <= len(argv) <= 2 or "--base64" in argv:
         sys.stderr.write(__doc__)
         return 2
     if len(argv) == 2:
