@@ -18,12 +18,13 @@ description:
   - One module run for what would take two per file with M(ansible.builtin.copy) or
     M(ansible.builtin.template) (a stat, then the copy or the attributes), changed or not. Render
     templates with the C(template) lookup and pass the text as O(files[].content).
-  - Each file is written whole through a temporary file beside it, created with the file's final
-    mode and flushed, then given its owner and renamed into place; the folder is flushed after.
-    A crash leaves the old bytes or the new, and a key is never readable by anyone else in between.
+  - Every folder and file is looked at before anything is written; a link or another kind of file
+    where one goes, an owner the node lacks or a missing folder fails the run with nothing changed.
+  - Each file is written whole through a new temporary file beside it, created with the file's
+    final mode, given its owner through the open file and flushed, then renamed into place; the
+    folder is flushed after. A crash leaves the old bytes or the new, and a key is never readable by
+    anyone else in between. Links are never followed.
   - A file given as O(files[].secret_content) never shows in a diff, a result or a log.
-  - Links and other non-regular files where a file or folder is to go are refused, not followed
-    or replaced.
 author:
   - numa.kube contributors (@numa-kube)
 options:
@@ -40,8 +41,10 @@ options:
         type: str
         required: true
       mode:
-        description: Its permission bits, an octal text such as C("0755").
-        type: str
+        description:
+          - Its permission bits, an octal text in quotes such as C("0755"). A number is refused
+            (YAML reads an unquoted C(0755) as 493).
+        type: raw
         required: true
       owner:
         description: Its owner (name or number); unset keeps the owner.
@@ -73,14 +76,16 @@ options:
         choices: [utf-8, base64]
         default: utf-8
       mode:
-        description: Its permission bits, an octal text such as C("0644").
-        type: str
+        description:
+          - Its permission bits, an octal text in quotes such as C("0644"). A number is refused
+            (YAML reads an unquoted C(0644) as 420).
+        type: raw
         required: true
       owner:
-        description: Its owner (name or number); unset keeps the owner (root for a new file).
+        description: Its owner (name or number); unset keeps the file's (root for a new file, also when the bytes change).
         type: str
       group:
-        description: Its group (name or number); unset keeps the group (root's for a new file).
+        description: Its group (name or number); unset keeps the file's (root's for a new file, also when the bytes change).
         type: str
 attributes:
   check_mode:
@@ -159,7 +164,7 @@ from ansible_collections.numa.kube.plugins.module_utils.node.files import run
 
 
 def main():
-    folder = dict(path=dict(type="str", required=True), mode=dict(type="str", required=True),
+    folder = dict(path=dict(type="str", required=True), mode=dict(type="raw", required=True),
                   owner=dict(type="str"), group=dict(type="str"))
     module = AnsibleModule(
         argument_spec=dict(

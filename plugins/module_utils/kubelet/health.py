@@ -42,8 +42,11 @@ _ERROR_LINE = re.compile(r"^(?:[EF]\d{4} |.*(?:command failed|Failed to run|fail
 # The refusals of kubelet's configuration and state that no restart can get past (kubelet's Memory
 # and CPU Managers and its configuration check; their texts in kubelet's sources, see domain.md):
 # the same files give the same refusal at every start.
-_REFUSAL = re.compile(r"is not equal to the value|does not exist on this machine|invalid configuration|"
+_REFUSAL = re.compile(r"is not equal to the value|does not exist on this machine|"
+                      r"failed to validate kubelet configuration|invalid configuration: the reserved memory|"
                       r"could not restore state|differs from state checkpoint")
+# klog's header: severity and date, time, the writing process's ID, then the source line
+_KLOG_PID = re.compile(r"^[EF]\d{4} \S+\s+(\d+) ")
 
 
 def wait_healthy(probe, main_pid, clock, sleep, timeout, settle, interval=2.0, age=None, refused=None):
@@ -52,9 +55,9 @@ def wait_healthy(probe, main_pid, clock, sleep, timeout, settle, interval=2.0, a
     ``probe()`` returns (ok, detail); ``main_pid()`` the service's main PID (0 when not running);
     ``clock()`` seconds; ``sleep(s)`` waits; ``age(pid)``, when given, the seconds since that
     process started (None when unknown): the settle period then counts from the process's start.
-    ``refused(since)``, when given, is asked once for each process seen that ended: kubelet's refusal
-    of its configuration in the lines written since ``since`` (that process's start, seconds), or
-    None; a refusal ends the wait at once.
+    ``refused(pid, since)``, when given, is asked once for each process seen that ended: the refusal
+    of its configuration that process ``pid`` wrote (since ``since``, its start in seconds), or None;
+    a refusal ends the wait at once.
     Returns a dict: ``healthy``, ``waited`` (seconds), ``detail`` (the last probe's answer), ``pids``
     (main PIDs seen, in order, so a crash loop shows as several) and ``refused`` (the refusal that
     ended the wait, or None).
@@ -70,7 +73,7 @@ def wait_healthy(probe, main_pid, clock, sleep, timeout, settle, interval=2.0, a
         if pid and (not pids or pids[-1] != pid):
             pids.append(pid)
         if watched and pid != watched and refused is not None:
-            line = refused(watched_since)
+            line = refused(watched, watched_since)
             if line:
                 now = clock()
                 return {"healthy": False, "waited": round(now - start, 1), "detail": detail, "pids": pids,
@@ -110,10 +113,15 @@ def error_lines(journal_text, limit=10):
     return found[-limit:]
 
 
-def refusal(journal_text):
+def refusal(journal_text, pid=None):
     """The last of kubelet's error lines in ``journal_text`` that refuses its configuration or state
-    (a refusal no restart gets past), or None."""
-    found = [line for line in error_lines(journal_text, limit=1000) if _REFUSAL.search(line)]
+    (a refusal no restart gets past), or None; with ``pid``, only a line that process wrote (klog
+    names the writing process in each line), so that no other process's refusal counts."""
+    found = []
+    for line in error_lines(journal_text, limit=1000):
+        writer = _KLOG_PID.match(line)
+        if _REFUSAL.search(line) and (pid is None or (writer is not None and int(writer.group(1)) == pid)):
+            found.append(line)
     return found[-1] if found else None
 
 
@@ -185,14 +193,15 @@ def run(module):
     def lines_since(moment):
         if params["log_file"]:
             return _tail(params["log_file"], log_start)
-        _rc, text, _err = module.run_command(["journalctl", "-u", unit, "--since", "@%d" % int(moment), "--no-pager",
+        _rc, text, _err = module.run_command(["journalctl", "-u", unit, "--since", "@%.6f" % moment, "--no-pager",
                                               "-o", "cat"])
         return text
 
-    # the lines of the process that ended, from a second before it started (the journal's times are
-    # whole seconds here), never from before the wait's own start point
+    # the lines that process wrote (klog names it in each), read from a second before its start as
+    # /proc tells it, never from before the wait's own start point
     outcome = wait_healthy(probe, main_pid, time.time, time.sleep, params["timeout"], params["settle"],
-                           age=_process_age, refused=lambda started: refusal(lines_since(max(since, started - 1))))
+                           age=_process_age,
+                           refused=lambda pid, started: refusal(lines_since(max(since, started - 1)), pid))
     journal = lines_since(since)
     result = dict(changed=False, healthy=outcome["healthy"], waited=outcome["waited"], detail=outcome["detail"],
                   restarts=max(len(outcome["pids"]) - 1, 0), log_lines=error_lines(journal, params["log_lines"]),

@@ -8,11 +8,16 @@ each pays two module runs per file (a stat, then a copy or a file task for the a
 run, changed or not: seconds each on a busy node. Here one run compares them all and writes only
 what differs.
 
-Each file is written whole: to a temporary file beside it, created with its final mode (a key is
-never readable by anyone else, not even for a moment), flushed, given its owner, renamed into
-place, its folder flushed (node/durable.py). A file given as ``secret_content`` never shows in a
-diff or a result. In check mode nothing is written, and an owner or group that does not exist yet
-(created by an earlier task that check mode did not run) counts as a change instead of a failure.
+Everything is planned before anything is written: a link or another kind of file where a file or
+folder goes, an owner the node lacks, a folder missing, fail the run with nothing changed. Each file
+is written whole: to a new temporary file beside it (never through a link), created with its final
+mode, given its owner through that open file (a key is never readable by anyone else, not even
+for a moment), flushed, renamed into place, its folder flushed (node/durable.py). An existing file
+whose bytes stay is opened without following a link and set through that descriptor. An owner or
+group left unset keeps the file's own (root's for a new file). A file given as ``secret_content``
+never shows in a diff or a result. In check mode nothing is written, and an owner or group that
+does not exist yet (created by an earlier task that check mode did not run) counts as a change
+instead of a failure.
 
 ``problems`` checks the arguments; ``run(module)`` is the module's work.
 """
@@ -55,9 +60,11 @@ def problems(folders, files):
             elif path in seen:
                 found.append("%s: %s is given twice: give each path once" % (where, path))
             seen.add(path)
-            if mode_value(item.get("mode")) is None:
-                found.append("%s: mode %r is not an octal mode such as \"0644\": give it quoted, as a text"
-                             % (where, item.get("mode")))
+            mode = item.get("mode")
+            if not isinstance(mode, str) or mode_value(mode) is None:
+                # YAML reads an unquoted 0644 as the number 420: taken as text it would be another mode
+                found.append("%s: mode %r is not an octal mode in quotes such as \"0644\": give it quoted, as a text "
+                             "(YAML reads an unquoted 0644 as the number 420)" % (where, mode))
             if kind == "files":
                 found.extend(_content_problems(where, item))
     return found
@@ -71,7 +78,7 @@ def _content_problems(where, item):
                      "key, never shown), not %s" % (where, " and ".join(given) or "neither"))
     if item.get("encoding", "utf-8") not in ENCODINGS:
         found.append("%s: encoding %r is neither utf-8 nor base64" % (where, item.get("encoding")))
-    elif given and len(given) == 1 and item.get("encoding") == "base64":
+    elif len(given) == 1 and item.get("encoding") == "base64":
         try:
             base64.b64decode(item[given[0]], validate=True)
         except (binascii.Error, ValueError, TypeError):
@@ -89,35 +96,45 @@ def data_of(item):
 
 
 def _ids(owner, group):
-    """(uid, gid) of ``owner`` and ``group`` (names or numbers; None keeps that part), or None for a
-    name this node does not know."""
+    """(uid, gid) of ``owner`` and ``group`` (names or numbers; None for an unset one), or False for
+    a name this node does not know."""
     try:
-        uid = -1 if owner is None else (int(owner) if str(owner).isdigit() else pwd.getpwnam(owner).pw_uid)
-        gid = -1 if group is None else (int(group) if str(group).isdigit() else grp.getgrnam(group).gr_gid)
+        uid = None if owner is None else (int(owner) if str(owner).isdigit() else pwd.getpwnam(owner).pw_uid)
+        gid = None if group is None else (int(group) if str(group).isdigit() else grp.getgrnam(group).gr_gid)
     except KeyError:
-        return None
+        return False
     return uid, gid
 
 
-def _current(path):
-    """(kind, bytes or None, mode bits, uid, gid) of what is at ``path`` (a link is not followed), or None."""
+def _current(path, want_bytes=True):
+    """(kind, bytes or None, mode bits, uid, gid) of what is at ``path``, or None. A link is never
+    followed: the file is opened with O_NOFOLLOW and read through the descriptor it was checked by."""
     try:
         info = os.lstat(path)
     except FileNotFoundError:
         return None
-    if stat.S_ISREG(info.st_mode):
-        with open(path, "rb") as handle:
-            data = handle.read()
-        return "file", data, stat.S_IMODE(info.st_mode), info.st_uid, info.st_gid
-    kind = "folder" if stat.S_ISDIR(info.st_mode) else "link" if stat.S_ISLNK(info.st_mode) else "special file"
-    return kind, None, stat.S_IMODE(info.st_mode), info.st_uid, info.st_gid
+    if not stat.S_ISREG(info.st_mode):
+        kind = "folder" if stat.S_ISDIR(info.st_mode) else "link" if stat.S_ISLNK(info.st_mode) else "special file"
+        return kind, None, stat.S_IMODE(info.st_mode), info.st_uid, info.st_gid
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:  # became a link (or went) since the lstat
+        return "link", None, stat.S_IMODE(info.st_mode), info.st_uid, info.st_gid
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            return "special file", None, stat.S_IMODE(info.st_mode), info.st_uid, info.st_gid
+        data = b"".join(iter(lambda: os.read(fd, 1 << 20), b"")) if want_bytes else None
+    finally:
+        os.close(fd)
+    return "file", data, stat.S_IMODE(info.st_mode), info.st_uid, info.st_gid
 
 
-def _attributes_differ(there, mode, ids):
-    if ids is None:
-        return True
+def _wanted_ids(ids, there):
+    """The (uid, gid) to give: an unset part keeps what the path has (root's when it is new)."""
     uid, gid = ids
-    return there[2] != mode or (uid != -1 and there[3] != uid) or (gid != -1 and there[4] != gid)
+    return (uid if uid is not None else (there[3] if there else 0),
+            gid if gid is not None else (there[4] if there else 0))
 
 
 def _describe(path, there, mode, ids, item):
@@ -125,119 +142,142 @@ def _describe(path, there, mode, ids, item):
     parts = []
     if there is not None and there[2] != mode:
         parts.append("mode %04o -> %04o" % (there[2], mode))
-    if ids is None:
+    if ids is False:
         parts.append("owner %s:%s (not on the node yet)" % (item.get("owner"), item.get("group")))
-    elif there is not None and ((ids[0] != -1 and there[3] != ids[0]) or (ids[1] != -1 and there[4] != ids[1])):
-        parts.append("owner %d:%d -> %s:%s" % (there[3], there[4], item.get("owner"), item.get("group")))
+    elif there is not None and (there[3], there[4]) != _wanted_ids(ids, there):
+        parts.append("owner %d:%d -> %d:%d" % ((there[3], there[4]) + _wanted_ids(ids, there)))
     return "%s%s" % (path, " (%s)" % ", ".join(parts) if parts else "")
 
 
-def ensure_folder(module, item):
-    """Make the folder or give it its mode and owner; returns (changed, diff or None)."""
-    path, mode = item["path"], mode_value(item["mode"])
-    there = _current(path)
-    ids = _ids(item.get("owner"), item.get("group"))
-    if there is not None and there[0] != "folder":
-        module.fail_json(msg="%s is a %s, not a folder: move it away, or choose another folder" % (path, there[0]))
-    if ids is None and not module.check_mode:
-        module.fail_json(msg="%s: owner %s or group %s does not exist on this node: create them first"
-                         % (path, item.get("owner"), item.get("group")))
-    if there is not None and not _attributes_differ(there, mode, ids):
-        return False, None
-    if not module.check_mode:
-        if there is None:
-            # missing parents as ansible.builtin.file makes them: root's, 0755
-            parent = os.path.dirname(path)
-            if not os.path.isdir(parent):
-                os.makedirs(parent, 0o755)
-            os.mkdir(path, mode)
-        os.chown(path, *ids)
-        os.chmod(path, mode)
-        durable.sync_folder(os.path.dirname(path))
-    state = "absent" if there is None else "directory"
-    return True, dict(before_header=_describe(path, there, mode, ids, item), after_header=path,
-                      before="path: %s\nstate: %s\n" % (path, state), after="path: %s\nstate: directory\n" % path)
+def _attributes(path, mode, uid, gid):
+    return "path: %s\nmode: %04o\nowner: %s\ngroup: %s\n" % (path, mode, uid, gid)
 
 
-def put_file(module, item):
-    """Write the file when its bytes differ, give it its mode and owner; returns (entry, diff or None)."""
-    path, mode = item["path"], mode_value(item["mode"])
-    data = data_of(item)
-    there = _current(path)
-    ids = _ids(item.get("owner"), item.get("group"))
-    if there is not None and there[0] != "file":
-        module.fail_json(msg="%s is a %s, not a file: move it away, or write the file elsewhere" % (path, there[0]))
-    if ids is None and not module.check_mode:
-        module.fail_json(msg="%s: owner %s or group %s does not exist on this node: create them first"
-                         % (path, item.get("owner"), item.get("group")))
-    content_changed = there is None or there[1] != data
-    attributes_changed = there is not None and _attributes_differ(there, mode, ids)
-    entry = dict(path=path, changed=content_changed or attributes_changed, content_changed=content_changed,
-                 created=there is None)
-    if not entry["changed"]:
-        return entry, None
-    if not module.check_mode:
-        folder = os.path.dirname(path)
-        if not os.path.isdir(folder):
-            module.fail_json(msg="%s: its folder %s does not exist: list it in folders" % (path, folder))
-        if content_changed:
-            temp = os.path.join(folder, ".%s.numa-kube.tmp" % os.path.basename(path))
-            # created with the final mode and owned by root until the chown: never readable by more
-            durable.write_synced(temp, data, mode)
-            os.chown(temp, *ids)
-            os.chmod(temp, mode)
-            os.replace(temp, path)
+def _set_through(fd, mode, uid, gid):
+    os.fchown(fd, uid, gid)
+    os.fchmod(fd, mode)
+
+
+class Plan(object):
+    """One folder or file: what is there, what is wanted, whether it changes (nothing written yet)."""
+
+    def __init__(self, item, is_folder):
+        self.item, self.is_folder = item, is_folder
+        self.path, self.mode = item["path"], mode_value(item["mode"])
+        self.data = None if is_folder else data_of(item)
+        self.there = _current(self.path, want_bytes=not is_folder)
+        self.ids = _ids(item.get("owner"), item.get("group"))
+        self.content_changed = not is_folder and (self.there is None or self.there[1] != self.data)
+        self.changed = self.there is None or self.content_changed or self.ids is False or \
+            self.there[2] != self.mode or (self.there[3], self.there[4]) != _wanted_ids(self.ids, self.there)
+
+    def problem(self, check_mode, folders_made):
+        kind = "folder" if self.is_folder else "file"
+        if self.there is not None and self.there[0] != kind:
+            return "%s is a %s, not a %s: move it away, or choose another path" % (self.path, self.there[0], kind)
+        if self.ids is False and not check_mode:
+            return "%s: owner %s or group %s does not exist on this node: create them first" % (
+                self.path, self.item.get("owner"), self.item.get("group"))
+        folder = os.path.dirname(self.path)
+        if not self.is_folder and not os.path.isdir(folder) and folder not in folders_made:
+            return "%s: its folder %s does not exist: list it in folders" % (self.path, folder)
+        return None
+
+    def apply(self):
+        uid, gid = _wanted_ids(self.ids, self.there)
+        folder = os.path.dirname(self.path)
+        if self.is_folder:
+            if self.there is None:
+                # missing parents as ansible.builtin.file makes them: root's, 0755
+                if not os.path.isdir(folder):
+                    os.makedirs(folder, 0o755)
+                os.mkdir(self.path, self.mode)
+            fd = os.open(self.path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+            try:
+                _set_through(fd, self.mode, uid, gid)
+            finally:
+                os.close(fd)
+            durable.sync_folder(folder)
+        elif self.content_changed:
+            temp = os.path.join(folder, ".%s.numa-kube.tmp" % os.path.basename(self.path))
+            try:
+                os.unlink(temp)
+            except FileNotFoundError:
+                pass
+            # a new file (O_EXCL, never through a link) with the final mode, root's until its owner
+            # is set through the same descriptor: never readable by more than it should be
+            fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, self.mode)
+            try:
+                view = memoryview(self.data)
+                while view:
+                    view = view[os.write(fd, view):]
+                _set_through(fd, self.mode, uid, gid)
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            os.replace(temp, self.path)
             durable.sync_folder(folder)
         else:
-            os.chown(path, *ids)
-            os.chmod(path, mode)
-    return entry, _file_diff(path, there, data, mode, ids, item)
+            fd = os.open(self.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+            try:
+                if not stat.S_ISREG(os.fstat(fd).st_mode):
+                    raise OSError("%s is no longer a regular file" % self.path)
+                _set_through(fd, self.mode, uid, gid)
+            finally:
+                os.close(fd)
 
-
-def _attributes(path, mode, owner, group):
-    return "path: %s\nmode: %04o\nowner: %s\ngroup: %s\n" % (path, mode, owner, group)
-
-
-def _file_diff(path, there, data, mode, ids, item):
-    header = _describe(path, there, mode, ids, item)
-    if there is not None and there[1] == data:
-        # the bytes stay: the diff shows the attributes that change
-        return dict(before_header=header, after_header=path, before=_attributes(path, there[2], there[3], there[4]),
-                    after=_attributes(path, mode, item.get("owner") or there[3], item.get("group") or there[4]))
-    if item.get("secret_content") is not None:
-        return dict(before_header=header, after_header=path, before="(secret)\n" if there else "",
-                    after="(secret, changed)\n")
-    before, after = (there[1] if there else b""), data
-    try:
-        return dict(before_header=header, after_header=path, before=to_native(before, errors="strict"),
-                    after=to_native(after, errors="strict"))
-    except UnicodeError:
-        return dict(before_header=header, after_header=path, before="(%d bytes)\n" % len(before) if there else "",
-                    after="(%d bytes, changed)\n" % len(after))
+    def diff(self):
+        header = _describe(self.path, self.there, self.mode, self.ids, self.item)
+        wanted = _wanted_ids(self.ids, self.there) if self.ids is not False else \
+            (self.item.get("owner"), self.item.get("group"))
+        if self.is_folder:
+            before = "path: %s\nstate: absent\n" % self.path if self.there is None else \
+                _attributes(self.path, self.there[2], self.there[3], self.there[4])
+            return dict(before_header=header, after_header=self.path, before=before,
+                        after=_attributes(self.path, self.mode, wanted[0], wanted[1]))
+        if not self.content_changed:
+            # the bytes stay: the diff shows the attributes that change
+            return dict(before_header=header, after_header=self.path,
+                        before=_attributes(self.path, self.there[2], self.there[3], self.there[4]),
+                        after=_attributes(self.path, self.mode, wanted[0], wanted[1]))
+        if self.item.get("secret_content") is not None:
+            return dict(before_header=header, after_header=self.path, before="(secret)\n" if self.there else "",
+                        after="(secret, changed)\n")
+        before = self.there[1] if self.there else b""
+        try:
+            return dict(before_header=header, after_header=self.path, before=to_native(before, errors="strict"),
+                        after=to_native(self.data, errors="strict"))
+        except UnicodeError:
+            return dict(before_header=header, after_header=self.path,
+                        before="(%d bytes)\n" % len(before) if self.there else "",
+                        after="(%d bytes, changed)\n" % len(self.data))
 
 
 def run(module):
-    """The node_files module's work: check the arguments, then the folders in order, then the files."""
+    """The node_files module's work: check the arguments, plan every folder and file, refuse before
+    writing anything when one cannot be put in place, then write the folders in order and the files."""
     folders, files = module.params["folders"] or [], module.params["files"] or []
     found = problems(folders, files)
     if found:
         module.fail_json(msg="node_files: " + "; ".join(found), problems=found)
+    plans = [Plan(item, True) for item in folders] + [Plan(item, False) for item in files]
+    made = set(item["path"] for item in folders)
+    found = [problem for problem in (plan.problem(module.check_mode, made) for plan in plans) if problem]
+    if found:
+        module.fail_json(msg="node_files: nothing was written: " + "; ".join(found), problems=found)
     result = dict(changed=False, folders=[], files=[], changed_paths=[])
     diffs = []
-    for item in folders:
-        changed, diff = ensure_folder(module, item)
-        result["folders"].append(dict(path=item["path"], changed=changed))
-        if diff:
-            diffs.append(diff)
-        if changed:
-            result["changed_paths"].append(item["path"])
-    for item in files:
-        entry, diff = put_file(module, item)
-        result["files"].append(entry)
-        if diff:
-            diffs.append(diff)
-        if entry["changed"]:
-            result["changed_paths"].append(item["path"])
+    for plan in plans:
+        if plan.changed:
+            if not module.check_mode:
+                plan.apply()
+            diffs.append(plan.diff())
+            result["changed_paths"].append(plan.path)
+        if plan.is_folder:
+            result["folders"].append(dict(path=plan.path, changed=plan.changed))
+        else:
+            result["files"].append(dict(path=plan.path, changed=plan.changed, content_changed=plan.content_changed,
+                                        created=plan.there is None))
     result["changed"] = bool(result["changed_paths"])
     if module._diff:
         result["diff"] = diffs

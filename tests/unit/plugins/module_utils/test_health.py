@@ -22,11 +22,11 @@ class Clock:
 
 def run(timeline, timeout=60, settle=10, started=None, start=0.0, refused=None):
     """``timeline(t)`` -> (ok, pid) at time t; ``started(pid)`` -> when that process started;
-    ``refused(since, now)`` -> a refusal line or None."""
+    ``refused(since, now)`` -> a refusal line or None (the ended process's ID is left out here)."""
     clock = Clock()
     clock.now = start
     age = (lambda pid: clock.now - started(pid)) if started else None
-    asked = (lambda since: refused(since, clock.now)) if refused else None
+    asked = (lambda pid, since: refused(since, clock.now)) if refused else None
     return wait_healthy(lambda: (timeline(clock.now)[0], "x"), lambda: timeline(clock.now)[1], clock.time,
                         clock.sleep, timeout, settle, age=age, refused=asked)
 
@@ -129,3 +129,16 @@ def test_error_lines_keep_kubelet_errors_only():
     assert error_lines("", 5) == []
     many = "\n".join("E1122 line %d" % i for i in range(20))
     assert error_lines(many, 3) == ["E1122 line 17", "E1122 line 18", "E1122 line 19"]
+
+
+def test_a_refusal_counts_only_from_the_process_that_ended_and_only_kubelets_own():
+    # REFUSAL was written by process 1 (klog's header names it)
+    assert refusal(REFUSAL, pid=1) == REFUSAL
+    assert refusal(REFUSAL, pid=2) is None, "another process's refusal (the one before the restart, say)"
+    # a kubeconfig that client-go finds wrong while kubelet's certificates are still being written
+    kubeconfig = ('E1122 10:00:01.000000 1 run.go:72] "command failed" err="failed to run Kubelet: invalid kubeconfig: '
+                  'invalid configuration: unable to read client-cert /var/lib/kubelet/pki/kubelet-client-current.pem"')
+    assert refusal(kubeconfig, pid=1) is None
+    duplicate = ('E1122 10:00:01.000000 7 run.go:72] "command failed" err="failed to run Kubelet: invalid configuration: '
+                 'the reserved memory has a duplicate value for NUMA node 0 and resource \\"memory\\""')
+    assert refusal(duplicate, pid=7) == duplicate

@@ -15,7 +15,6 @@ import stat
 
 import pytest
 
-from ansible_collections.numa.kube.plugins.module_utils.node import durable
 from ansible_collections.numa.kube.plugins.module_utils.node.files import problems
 from ansible_collections.numa.kube.plugins.modules import node_files
 from ansible_collections.numa.kube.tests.unit.plugins.modules.module_runner import run
@@ -124,24 +123,60 @@ def test_an_owner_the_node_lacks_is_a_change_in_check_mode_and_a_clear_failure_o
     assert failed and "owner numa-kube-no-such-user or group None does not exist on this node" in result["msg"]
 
 
-def test_the_temporary_file_is_made_with_the_final_mode(tmp_path, monkeypatch):
-    made = []
-    real = durable.write_synced
+def test_the_new_file_has_its_final_mode_before_anyone_else_owns_it(tmp_path, monkeypatch):
+    """The owner is set through the open temporary file, which already has the final mode: a key is
+    never readable by more than its mode allows, and nothing is set through a path a link could replace."""
+    seen = []
+    real = os.fchown
 
-    def spy(temp, data, mode=0o600):
-        made.append(mode)
-        return real(temp, data, mode)
+    def spy(fd, uid, gid):
+        seen.append(stat.S_IMODE(os.fstat(fd).st_mode))
+        return real(fd, uid, gid)
 
-    monkeypatch.setattr(durable, "write_synced", spy)
+    monkeypatch.setattr(os, "fchown", spy)
+    monkeypatch.setattr(os, "chown", lambda *a: pytest.fail("a chown through a path"))
+    monkeypatch.setattr(os, "chmod", lambda *a: pytest.fail("a chmod through a path"))
     run(node_files, layout(tmp_path))
-    assert sorted(made) == [0o400, 0o644, 0o644]
+    assert sorted(seen) == [0o400, 0o644, 0o644, 0o750, 0o755]
+
+
+def test_an_unset_owner_keeps_the_files_own_when_its_bytes_change(tmp_path, monkeypatch):
+    args = layout(tmp_path)
+    run(node_files, args)
+    service = tmp_path / "opt" / "app" / "app.service"
+    given = []
+    real = os.fchown
+    monkeypatch.setattr(os, "fchown", lambda fd, uid, gid: given.append((uid, gid)) or real(fd, uid, gid))
+    args["files"][1] = dict(args["files"][1], owner=None, content="[Service]\nExecStart=/bin/false\n")
+    before = os.stat(str(service))
+    failed, result = run(node_files, args)
+    assert not failed and result["changed_paths"] == [str(service)]
+    assert given == [(before.st_uid, before.st_gid)], "the file's owner and group, not root's"
+
+
+def test_nothing_is_written_when_one_item_cannot_be_put_in_place(tmp_path):
+    args = layout(tmp_path)
+    (tmp_path / "opt" / "app").mkdir(parents=True)
+    (tmp_path / "opt" / "app" / "app.service").mkdir()
+    failed, result = run(node_files, args)
+    assert failed and result["msg"].startswith("node_files: nothing was written: ")
+    assert "app.service is a folder, not a file" in result["msg"]
+    assert not (tmp_path / "opt" / "app" / "app.pyz").exists() and not (tmp_path / "etc").exists()
+
+
+def test_an_unquoted_mode_is_refused_not_misread(tmp_path):
+    args = layout(tmp_path)
+    args["files"][2]["mode"] = 0o400   # what YAML makes of mode: 0400 (256)
+    failed, result = run(node_files, args)
+    assert failed and "mode 256 is not an octal mode in quotes" in result["msg"]
+    assert not (tmp_path / "opt").exists()
 
 
 @pytest.mark.parametrize("change, problem", [
     ({"path": "relative/file"}, "is not an absolute, normal path"),
     ({"path": "/etc/../etc/x"}, "is not an absolute, normal path"),
-    ({"mode": "0689"}, "is not an octal mode such as"),
-    ({"mode": "rw-r--r--"}, "is not an octal mode such as"),
+    ({"mode": "0689"}, "is not an octal mode in quotes such as"),
+    ({"mode": "rw-r--r--"}, "is not an octal mode in quotes such as"),
     ({"content": None}, "give exactly one of content and secret_content"),
     ({"secret_content": "x"}, "give exactly one of content and secret_content"),
     ({"encoding": "base64", "content": "not base64!"}, "is not base64 although encoding is base64"),
