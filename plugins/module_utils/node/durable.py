@@ -86,10 +86,12 @@ def _write_all(fd, data):
         view = view[written:]
 
 
-def write_synced(temp, data, mode=0o600):
+def write_synced(temp, data, mode=0o600, owner=None):
     """Write ``data`` into a new file ``temp`` (one left over by an interrupted run is replaced, a
     symbolic link there is not followed) and flush it to disk, for a caller that renames it into
-    place next (file_update.replace, through Ansible's atomic move) and then calls sync_folder."""
+    place next (file_update.replace, through Ansible's atomic move; files.py) and then calls
+    sync_folder. With ``owner`` (uid, gid), the file gets that owner and exactly ``mode`` through
+    the open file, before anyone else can reach it by its name."""
     try:
         os.unlink(temp)
     except FileNotFoundError:
@@ -97,6 +99,9 @@ def write_synced(temp, data, mode=0o600):
     fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, mode)
     try:
         _write_all(fd, data)
+        if owner is not None:
+            os.fchown(fd, *owner)
+            os.fchmod(fd, mode)
         os.fsync(fd)
     finally:
         os.close(fd)

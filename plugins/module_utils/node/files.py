@@ -200,21 +200,9 @@ class Plan(object):
             durable.sync_folder(folder)
         elif self.content_changed:
             temp = os.path.join(folder, ".%s.numa-kube.tmp" % os.path.basename(self.path))
-            try:
-                os.unlink(temp)
-            except FileNotFoundError:
-                pass
-            # a new file (O_EXCL, never through a link) with the final mode, root's until its owner
-            # is set through the same descriptor: never readable by more than it should be
-            fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, self.mode)
-            try:
-                view = memoryview(self.data)
-                while view:
-                    view = view[os.write(fd, view):]
-                _set_through(fd, self.mode, uid, gid)
-                os.fsync(fd)
-            finally:
-                os.close(fd)
+            # a new file (never through a link) with the final mode, root's until its owner is set
+            # through the same descriptor: never readable by more than it should be
+            durable.write_synced(temp, self.data, self.mode, owner=(uid, gid))
             os.replace(temp, self.path)
             durable.sync_folder(folder)
         else:
