@@ -23,3 +23,10 @@ if not _importable():
         except FileExistsError:  # another pytest-xdist worker made it first
             pass
     sys.path.insert(0, _COLLECTIONS)
+
+
+def pytest_configure(config):
+    # tools/run-tiers runs these in the foreground (tier "timed") and the rest of the unit tests beside
+    # the scenario at idle CPU priority (tier "untimed"), where a test that times itself could starve
+    config.addinivalue_line("markers", "wall_clock: the test asserts on wall time or races real threads, sockets "
+                                       "or processes against a short deadline")

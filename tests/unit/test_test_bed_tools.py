@@ -14,8 +14,13 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 TOOLS = os.path.join(ROOT, "tools")
+
+# these tests time real threads, sockets or processes: they run in the foreground (tools/run-tiers timed)
+pytestmark = pytest.mark.wall_clock
 
 
 def bash(script, **env):

@@ -30,6 +30,9 @@ PROMETHEUS = {"username": "system:serviceaccount:monitoring:prometheus", "uid": 
               "extra": {"authentication.kubernetes.io/pod-name": ["prometheus-numa-0"]}}
 NOBODY = {"username": "system:serviceaccount:default:nobody", "uid": "77", "groups": ["system:authenticated"]}
 
+# these tests time real threads, sockets or processes: they run in the foreground (tools/run-tiers timed)
+pytestmark = pytest.mark.wall_clock
+
 
 class FakeApi(object):
     """The API server's answers to reviews: tokens it knows, users it allows; every request recorded."""

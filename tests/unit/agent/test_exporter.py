@@ -12,6 +12,8 @@ import time
 import urllib.error
 import urllib.request
 
+import pytest
+
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "agent"))
 from numa_agent import __main__ as agent  # noqa: E402 pylint: disable=wrong-import-position
 from numa_agent import authn, exporter, pods  # noqa: E402 pylint: disable=wrong-import-position
@@ -24,6 +26,9 @@ from numa_agent.metrics import locality as numa_metrics_locality  # noqa: E402
 from ansible_collections.numa.kube.tests.unit.plugins.sysfs_tree import two_socket_interleaved  # noqa: E402
 
 CID = "ab" * 32
+
+# these tests time real threads, sockets or processes: they run in the foreground (tools/run-tiers timed)
+pytestmark = pytest.mark.wall_clock
 
 
 class Names(object):

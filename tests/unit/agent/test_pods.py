@@ -114,6 +114,7 @@ def test_without_a_service_account_nothing_is_asked(tmp_path):
     assert names.lookup(["a" * 64]) == {} and names.lists == 0
 
 
+@pytest.mark.wall_clock  # times itself: run in the foreground (tools/run-tiers timed)
 def test_a_slow_list_is_waited_for_briefly_and_its_names_serve_the_next_scrape(tmp_path, clock):
     token = tmp_path / "token"
     token.write_text("t")

@@ -259,6 +259,7 @@ def test_label_selectors_are_built_from_checked_keys_and_values():
             k8s_objects.label_selector(bad, "node_selector")
 
 
+@pytest.mark.wall_clock  # times itself: run in the foreground (tools/run-tiers timed)
 def test_a_silent_server_ends_the_request_at_the_read_timeout():
     import socket
     import time
@@ -534,6 +535,7 @@ def trickling_server():
 
 
 @pytest.mark.parametrize("where", ["headers", "body"])
+@pytest.mark.wall_clock  # times itself: run in the foreground (tools/run-tiers timed)
 def test_a_server_trickling_its_answer_is_given_up_on_within_the_requests_budget(trickling_server, where):
     """Hostile review: a server trickling one byte at a time kept a request past the task's deadline
     (each read came within the read timeout)."""

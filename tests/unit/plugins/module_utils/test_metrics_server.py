@@ -27,6 +27,9 @@ from ansible_collections.numa.kube.plugins.module_utils.stacks import monitoring
 
 METRICS = "# HELP numa_node_cpus_count x\n# TYPE numa_node_cpus_count gauge\nnuma_node_cpus_count{numa_node=\"0\"} 2\n"
 
+# these tests time real threads, sockets or processes: they run in the foreground (tools/run-tiers timed)
+pytestmark = pytest.mark.wall_clock
+
 
 def write_pair(folder, pem, stamp):
     """Write tls.crt and tls.key as a Secret volume's update does, with a given modification time."""

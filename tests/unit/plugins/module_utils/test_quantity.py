@@ -179,6 +179,7 @@ def test_strings_with_anything_around_or_inside_are_not_quantities(text):
     # kubelet reads an exponent as an int64 and keeps its low 32 bits; zero is zero whatever the exponent
     ("0e9223372036854775807", 0), ("-0e4294967296", 0), ("1e4294967296", 1), ("1e-4294967296", 1),
 ])
+@pytest.mark.wall_clock  # times itself: run in the foreground (tools/run-tiers timed)
 def test_huge_and_tiny_exponents_are_exact_capped_or_rounded_at_once(text, value):
     started = time.time()
     assert Quantity.parse(text).value == value
@@ -187,6 +188,7 @@ def test_huge_and_tiny_exponents_are_exact_capped_or_rounded_at_once(text, value
 
 @pytest.mark.parametrize("text", ["1e4001", "9e999999999", "1" * 1001, "1e-4001", "1e2147483648", "0e99999",
                                   "0e2147483648", "0e-9999999"])
+@pytest.mark.wall_clock  # times itself: run in the foreground (tools/run-tiers timed)
 def test_absurd_sizes_are_refused_at_once(text):
     started = time.time()
     with pytest.raises(QuantityError, match="not a usable quantity"):

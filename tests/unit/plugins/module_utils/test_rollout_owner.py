@@ -547,6 +547,7 @@ def _begin_in_child(root, owner, files, started, pause, answers):
         answers.put((owner["run_id"], "refused", time.time(), str(exc)))
 
 
+@pytest.mark.wall_clock  # times itself: run in the foreground (tools/run-tiers timed)
 def test_two_runs_at_once_serialise_and_the_second_names_the_first(tmp_path):
     node = durable.Node(str(tmp_path))
     put(node, "/etc/a", b"a\n")
@@ -569,6 +570,7 @@ def test_two_runs_at_once_serialise_and_the_second_names_the_first(tmp_path):
     assert [e["path"] for e in marker["files"]] == ["/etc/a"] and marker["owner"]["run_id"] == A["run_id"]
 
 
+@pytest.mark.wall_clock  # times itself: run in the foreground (tools/run-tiers timed)
 def test_two_calls_of_one_run_at_once_lose_nothing(tmp_path):
     """Without the lock the second call reads no marker while the first is writing, and the first's
     write then drops the second's file."""
@@ -589,6 +591,7 @@ def test_two_calls_of_one_run_at_once_lose_nothing(tmp_path):
     assert sorted(e["path"] for e in rollout.load_marker(node, FOLDER)["files"]) == ["/etc/a", "/etc/b"]
 
 
+@pytest.mark.wall_clock  # times itself: run in the foreground (tools/run-tiers timed)
 def test_a_lock_held_too_long_is_named_and_nothing_is_written(tmp_path):
     node = durable.Node(str(tmp_path))
     begin(node, A, [], now=1000)

@@ -54,6 +54,7 @@ def test_parse_cpu_list_refuses_backwards_range():
     ("0-x", "is not a CPU id or range"),
     ("1" * 50, "is not a CPU id or range"),
 ])
+@pytest.mark.wall_clock  # times itself: run in the foreground (tools/run-tiers timed)
 def test_parse_cpu_list_refuses_ids_no_machine_has_before_expanding_anything(text, message):
     started = time.time()
     with pytest.raises(ValueError) as info:
@@ -62,6 +63,7 @@ def test_parse_cpu_list_refuses_ids_no_machine_has_before_expanding_anything(tex
     assert time.time() - started < 1, "expanded before refusing"
 
 
+@pytest.mark.wall_clock  # times itself: run in the foreground (tools/run-tiers timed)
 def test_parse_cpu_list_takes_the_machines_own_bound_and_is_linear_in_its_input():
     assert parse_cpu_list("0-8191")[-1] == 8191
     with pytest.raises(ValueError, match="CPU ids stop at 15"):
