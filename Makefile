@@ -29,7 +29,7 @@ help:
 
 # (a fresh clone's .venv is a copy of the one kept in ~/.cache/numa-kube/venvs for these requirements)
 $(STAMP): requirements-dev.txt
-	bash tools/venv $(VENV) $(PYTHON) requirements-dev.txt
+	$(PYTHON) tools/venv.py $(VENV) requirements-dev.txt
 	rm -f $(VENV)/.requirements-* && touch $@
 
 # The collection is importable as ansible_collections.numa.kube through a link into .venv.

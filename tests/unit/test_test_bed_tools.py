@@ -190,6 +190,17 @@ def test_a_tier_beside_the_others_that_fails_fails_the_run_and_says_why(tmp_path
     assert "=== why no-such-tier failed" in done.stdout and "command not found" in done.stdout, done.stdout
 
 
+def test_a_tier_beside_the_others_that_fails_ends_the_tier_under_way(tmp_path):
+    """A failing unit test beside the scenario must not leave the run going for the scenario's 40 minutes."""
+    done, seconds = run_tiers(tmp_path, "--beside", "no-such-tier", "lint")
+    assert done.returncode == 1, done
+    assert "=== tier lint ended after" in done.stdout and "a tier beside the others failed" in done.stdout, done.stdout
+    assert "lint: ENDED after" in done.stdout and "no-such-tier: FAILED after" in done.stdout, done.stdout
+    assert seconds < 30, "lint ran on for %d s" % seconds
+    time.sleep(1)
+    assert processes_with(("NUMA_KUBE_TIER_LOGS=%s" % (tmp_path / "logs")).encode()) == []
+
+
 def test_a_failed_tier_ends_the_tiers_beside_it(tmp_path):
     done, seconds = run_tiers(tmp_path, "--beside", "lint", "no-such-tier")
     assert done.returncode == 1, done

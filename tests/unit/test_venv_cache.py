@@ -1,7 +1,8 @@
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""tools/venv: a fresh clone's .venv is a copy of the environment kept for the same requirements,
-pointed at its own path; an existing .venv is updated in place; other requirements build anew."""
+"""tools/venv.py: a fresh clone's .venv is a copy of the environment kept for the same requirements,
+pointed at its own path and checked by pip; anything wrong with the cache means a build, never a
+broken environment."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -11,59 +12,136 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-VENV_TOOL = os.path.join(ROOT, "tools", "venv")
+VENV_TOOL = os.path.join(ROOT, "tools", "venv.py")
 
 
-def make(venv, requirements, cache):
-    return subprocess.run(["bash", VENV_TOOL, str(venv), sys.executable, str(requirements)], capture_output=True,
-                          text=True, timeout=300, check=False, env=dict(os.environ, NUMA_KUBE_CACHE_DIR=str(cache)))
+@pytest.fixture
+def requirements(tmp_path):
+    path = tmp_path / "requirements.txt"
+    path.write_text("# nothing to install\n")
+    return path
 
 
-def kept_environments(cache):
-    return sorted(name for name in os.listdir(str(cache / "venvs")) if not name.startswith("."))
+def make(venv, requirements, cache, cwd=None, **env):
+    environment = dict(os.environ, NUMA_KUBE_CACHE=str(cache), **env)
+    environment.pop("NUMA_KUBE_VENV_CACHE", None) if "NUMA_KUBE_VENV_CACHE" not in env else None
+    return subprocess.run([sys.executable, VENV_TOOL, str(venv), str(requirements)], capture_output=True, text=True,
+                          timeout=300, check=False, env=environment, cwd=cwd and str(cwd))
 
 
-def first_line(path):
-    with open(str(path)) as handle:
-        return handle.readline().strip()
+def kept(cache):
+    folder = cache / "venvs"
+    return sorted(name for name in os.listdir(str(folder)) if not name.startswith(".")) if folder.exists() else []
 
 
-def test_a_fresh_clone_gets_a_copy_that_runs_under_its_own_path(tmp_path):
-    requirements = tmp_path / "requirements.txt"
-    requirements.write_text("# nothing to install\n")
+def pip_runs_from(venv):
+    """Run the environment's pip script itself (its first line picks the interpreter)."""
+    done = subprocess.run([str(venv / "bin" / "pip"), "--version"], capture_output=True, text=True, timeout=120,
+                          check=False)
+    return done.returncode == 0 and str(venv / "lib") in done.stdout
+
+
+def test_a_fresh_clone_gets_a_copy_that_runs_under_its_own_path(tmp_path, requirements):
     cache = tmp_path / "cache"
     first = make(tmp_path / "one" / ".venv", requirements, cache)
-    assert first.returncode == 0, first.stderr
-    assert "kept in %s/venvs/" % cache in first.stderr
-    [kept] = kept_environments(cache)
-    assert (cache / "venvs" / kept / "origin").read_text() == "%s\n" % (tmp_path / "one" / ".venv")
+    assert first.returncode == 0 and "kept in %s/venvs/" % cache in first.stderr, first.stderr
+    [entry] = kept(cache)
+    assert (cache / "venvs" / entry / "origin").read_text() == "%s\n" % (tmp_path / "one" / ".venv")
 
-    second = make(tmp_path / "two" / ".venv", requirements, cache)
-    assert second.returncode == 0, second.stderr
-    assert "copied from %s/venvs/%s" % (cache, kept) in second.stderr
-    pip = tmp_path / "two" / ".venv" / "bin" / "pip"
-    assert first_line(pip).startswith("#!%s" % (tmp_path / "two" / ".venv" / "bin" / "python")), first_line(pip)
-    assert str(tmp_path / "one") not in (tmp_path / "two" / ".venv" / "bin" / "activate").read_text()
-    ran = subprocess.run([str(pip), "--version"], capture_output=True, text=True, timeout=120, check=False)
-    assert ran.returncode == 0 and str(tmp_path / "two" / ".venv") in ran.stdout, ran
+    two = tmp_path / "two" / ".venv"
+    second = make(two, requirements, cache)
+    assert second.returncode == 0 and "copied from %s/venvs/%s" % (cache, entry) in second.stderr, second.stderr
+    assert pip_runs_from(two)
+    assert str(tmp_path / "one") not in (two / "bin" / "activate").read_text()
+    assert not (two / ".numa-kube-restoring").exists()
 
     # an existing environment is brought up to date in place, not replaced by the copy
-    (tmp_path / "two" / ".venv" / "mine").write_text("x")
-    again = make(tmp_path / "two" / ".venv", requirements, cache)
+    (two / "mine").write_text("x")
+    again = make(two, requirements, cache)
     assert again.returncode == 0 and "copied" not in again.stderr, again.stderr
-    assert (tmp_path / "two" / ".venv" / "mine").exists()
+    assert (two / "mine").exists()
 
     # other requirements are another environment
     requirements.write_text("# nothing to install, said otherwise\n")
     other = make(tmp_path / "three" / ".venv", requirements, cache)
     assert other.returncode == 0 and "copied" not in other.stderr and "kept in" in other.stderr, other.stderr
-    assert len(kept_environments(cache)) == 2
+    assert len(kept(cache)) == 2
 
-    # a kept environment that no longer runs is built anew, and nothing of the failed copy is left
-    requirements.write_text("# nothing to install\n")
-    os.remove(str(cache / "venvs" / kept / "venv" / "bin" / "python"))
-    four = make(tmp_path / "four" / ".venv", requirements, cache)
-    assert four.returncode == 0 and "did not work; building" in four.stderr, four.stderr
-    assert sorted(os.listdir(str(tmp_path / "four"))) == [".venv"]
-    assert subprocess.run([str(tmp_path / "four" / ".venv" / "bin" / "python"), "-c", "pass"], timeout=60).returncode == 0
+
+def test_a_copy_into_a_path_with_characters_special_to_shells_or_sed_runs(tmp_path, requirements):
+    name = "a space & [1] #"
+    cache = tmp_path / "cache"
+    assert make(tmp_path / ("from [1] " + name) / ".venv", requirements, cache).returncode == 0
+    venv = tmp_path / name / ".venv"
+    done = make(venv, requirements, cache)
+    assert done.returncode == 0 and "copied from" in done.stderr, done.stderr
+    assert pip_runs_from(venv), (venv / "bin" / "pip").read_text()[:200]
+
+
+def test_a_relative_path_is_the_same_environment_as_its_absolute_one(tmp_path, requirements):
+    cache = tmp_path / "cache"
+    (tmp_path / "one").mkdir()
+    assert make(".venv", requirements, cache, cwd=tmp_path / "one").returncode == 0
+    [entry] = kept(cache)
+    assert (cache / "venvs" / entry / "origin").read_text() == "%s\n" % (tmp_path / "one" / ".venv")
+    (tmp_path / "two").mkdir()
+    done = make(".venv", requirements, cache, cwd=tmp_path / "two")
+    assert done.returncode == 0 and "copied from" in done.stderr, done.stderr
+    assert pip_runs_from(tmp_path / "two" / ".venv")
+
+
+def test_a_kept_environment_that_does_not_work_is_thrown_away_and_built_again(tmp_path, requirements):
+    cache = tmp_path / "cache"
+    assert make(tmp_path / "one" / ".venv", requirements, cache).returncode == 0
+    [entry] = kept(cache)
+    os.remove(str(cache / "venvs" / entry / "venv" / "bin" / "python"))
+    two = tmp_path / "two" / ".venv"
+    done = make(two, requirements, cache)
+    assert done.returncode == 0 and "did not work" in done.stderr and "kept in" in done.stderr, done.stderr
+    assert pip_runs_from(two) and sorted(os.listdir(str(tmp_path / "two"))) == [".venv"]
+    # the one built instead is what the next clone gets
+    three = make(tmp_path / "three" / ".venv", requirements, cache)
+    assert three.returncode == 0 and "copied from" in three.stderr, three.stderr
+
+
+def test_a_copy_that_was_cut_short_is_made_again(tmp_path, requirements):
+    cache = tmp_path / "cache"
+    assert make(tmp_path / "one" / ".venv", requirements, cache).returncode == 0
+    two = tmp_path / "two" / ".venv"
+    assert make(two, requirements, cache).returncode == 0
+    # as a copy killed half way leaves it: its marker, part of the files
+    (two / ".numa-kube-restoring").write_text("")
+    (two / "bin" / "pip").unlink()
+    done = make(two, requirements, cache)
+    assert done.returncode == 0 and "copied from" in done.stderr, done.stderr
+    assert pip_runs_from(two) and not (two / ".numa-kube-restoring").exists()
+
+
+def test_a_cache_that_cannot_be_written_still_makes_the_environment(tmp_path, requirements):
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("a file where the cache would be")
+    venv = tmp_path / "one" / ".venv"
+    done = make(venv, requirements, blocker)
+    assert done.returncode == 0 and "not usable" in done.stderr, done.stderr
+    assert pip_runs_from(venv)
+
+
+def test_without_the_cache_nothing_is_kept(tmp_path, requirements):
+    cache = tmp_path / "cache"
+    done = make(tmp_path / "one" / ".venv", requirements, cache, NUMA_KUBE_VENV_CACHE="0")
+    assert done.returncode == 0 and kept(cache) == [], done.stderr
+
+
+def test_the_most_recently_used_three_are_kept_and_nothing_outside_the_cache_is_touched(tmp_path, requirements):
+    cache = tmp_path / "cache with space"
+    neighbour = tmp_path / "cache"
+    neighbour.mkdir()
+    (neighbour / "keep-me").write_text("x")
+    for number in range(4):
+        requirements.write_text("# requirements %d\n" % number)
+        assert make(tmp_path / str(number) / ".venv", requirements, cache).returncode == 0
+    assert len(kept(cache)) == 3
+    assert (neighbour / "keep-me").exists()
