@@ -33,7 +33,7 @@ $(STAMP): requirements-dev.txt
 	rm -f $(VENV)/.requirements-* && touch $@
 
 # The collection is importable as ansible_collections.numa.kube through a link into .venv.
-$(COLLECTIONS)/ansible_collections/numa/kube:
+$(COLLECTIONS)/ansible_collections/numa/kube: | $(STAMP)
 	mkdir -p $(COLLECTIONS)/ansible_collections/numa
 	ln -sfn $(CURDIR) $@
 

@@ -56,7 +56,7 @@ def test_a_fresh_clone_gets_a_copy_that_runs_under_its_own_path(tmp_path, requir
     assert second.returncode == 0 and "copied from %s/venvs/%s" % (cache, entry) in second.stderr, second.stderr
     assert pip_runs_from(two)
     assert str(tmp_path / "one") not in (two / "bin" / "activate").read_text()
-    assert not (two / ".numa-kube-restoring").exists()
+    assert not (two / ".numa-kube-incomplete").exists()
 
     # an existing environment is brought up to date in place, not replaced by the copy
     (two / "mine").write_text("x")
@@ -113,11 +113,11 @@ def test_a_copy_that_was_cut_short_is_made_again(tmp_path, requirements):
     two = tmp_path / "two" / ".venv"
     assert make(two, requirements, cache).returncode == 0
     # as a copy killed half way leaves it: its marker, part of the files
-    (two / ".numa-kube-restoring").write_text("")
+    (two / ".numa-kube-incomplete").write_text("")
     (two / "bin" / "pip").unlink()
     done = make(two, requirements, cache)
     assert done.returncode == 0 and "copied from" in done.stderr, done.stderr
-    assert pip_runs_from(two) and not (two / ".numa-kube-restoring").exists()
+    assert pip_runs_from(two) and not (two / ".numa-kube-incomplete").exists()
 
 
 def test_a_cache_that_cannot_be_written_still_makes_the_environment(tmp_path, requirements):
@@ -145,3 +145,53 @@ def test_the_most_recently_used_three_are_kept_and_nothing_outside_the_cache_is_
         assert make(tmp_path / str(number) / ".venv", requirements, cache).returncode == 0
     assert len(kept(cache)) == 3
     assert (neighbour / "keep-me").exists()
+
+
+def test_a_folder_that_is_no_environment_is_left_alone(tmp_path, requirements):
+    """A wrong argument (the checkout itself, say) names a folder with files and no pyvenv.cfg: the
+    tool refuses, naming it, and removes nothing."""
+    folder = tmp_path / "checkout"
+    folder.mkdir()
+    (folder / "README.md").write_text("mine")
+    done = make(folder, requirements, tmp_path / "cache")
+    assert done.returncode != 0 and "no pyvenv.cfg" in done.stderr and str(folder) in done.stderr, done.stderr
+    assert sorted(os.listdir(str(folder))) == ["README.md"]
+
+
+def test_an_environment_kept_from_a_long_path_runs_when_copied_to_a_path_with_a_space(tmp_path, requirements):
+    """Past the kernel's 127 characters pip writes its scripts' first lines in a /bin/sh form, the
+    path unquoted: the copy's lines are written again for the new path (quoted, for its space)."""
+    cache = tmp_path / "cache"
+    long_venv = tmp_path / ("x" * 120) / ".venv"
+    assert make(long_venv, requirements, cache).returncode == 0
+    assert (long_venv / "bin" / "pip").read_bytes().startswith(b"#!/bin/sh\n'''exec' ")
+    venv = tmp_path / "a space" / ".venv"
+    done = make(venv, requirements, cache)
+    assert done.returncode == 0 and "copied from" in done.stderr, done.stderr
+    assert pip_runs_from(venv), (venv / "bin" / "pip").read_text()[:300]
+
+
+def test_a_build_that_failed_is_made_anew_and_not_taken_for_an_environment(tmp_path, requirements):
+    venv = tmp_path / "one" / ".venv"
+    requirements.write_text("numa-kube-no-such-project==1.0\n")
+    failed = make(venv, requirements, tmp_path / "cache", PIP_NO_INDEX="1")
+    assert failed.returncode != 0 and "made anew next time" in failed.stderr, failed.stderr
+    assert (venv / ".numa-kube-incomplete").exists() and (venv / "bin" / "python").exists()
+    requirements.write_text("# nothing to install\n")
+    done = make(venv, requirements, tmp_path / "cache", PIP_NO_INDEX="1")
+    assert done.returncode == 0 and "kept in" in done.stderr, done.stderr
+    assert pip_runs_from(venv) and not (venv / ".numa-kube-incomplete").exists()
+
+
+def test_an_environment_its_pip_cannot_update_is_made_anew(tmp_path, requirements):
+    """As after the interpreter it was made with went away: bin/python no longer runs."""
+    cache = tmp_path / "cache"
+    venv = tmp_path / "one" / ".venv"
+    assert make(venv, requirements, cache, NUMA_KUBE_VENV_CACHE="0").returncode == 0
+    python = venv / "bin" / "python"
+    python.unlink()
+    python.write_text("#!/bin/sh\nexit 1\n")
+    python.chmod(0o755)
+    done = make(venv, requirements, cache, NUMA_KUBE_VENV_CACHE="0")
+    assert done.returncode == 0 and "made anew" in done.stderr, done.stderr
+    assert pip_runs_from(venv)
