@@ -14,6 +14,7 @@ import shlex
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 import kubernetes
@@ -245,13 +246,35 @@ class PausedGuest(object):
     def __init__(self, workdir):
         with open(os.path.join(workdir, "qemu.pid")) as handle:
             self.pid = int(handle.read().strip())
+        self.previous = None
 
     def __enter__(self):
+        # a TERM (the run's time guard) ends pytest without its teardown: the guest is let go first
+        if threading.current_thread() is threading.main_thread():
+            self.previous = signal.signal(signal.SIGTERM, self._terminated)
         os.kill(self.pid, signal.SIGSTOP)
         return self
 
+    def _resume(self):
+        try:
+            os.kill(self.pid, signal.SIGCONT)
+        except ProcessLookupError:  # qemu ended meanwhile: the test's own failure says why
+            pass
+
+    def _terminated(self, signum, frame):
+        self._resume()
+        previous, self.previous = self.previous, None
+        signal.signal(signal.SIGTERM, previous if previous is not None else signal.SIG_DFL)
+        if callable(previous):
+            previous(signum, frame)
+        else:
+            os.kill(os.getpid(), signal.SIGTERM)
+
     def __exit__(self, *exc):
-        os.kill(self.pid, signal.SIGCONT)
+        if self.previous is not None:
+            signal.signal(signal.SIGTERM, self.previous)
+            self.previous = None
+        self._resume()
         return False
 
 

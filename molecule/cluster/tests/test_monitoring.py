@@ -62,12 +62,13 @@ def api():
     return kubernetes.client.CoreV1Api()
 
 
-@pytest.fixture(scope="module", autouse=True)
-def exporter_on_the_converges_image(api):
-    """The file's last test leaves the exporter on a second tag of its image (no rollout back, to
-    save the scenario that time): a verify run again on the same fleet puts the converge's image
-    back first, so that the tests before it find the stack as the converge left it. A run after the
-    converge finds it so and does nothing here."""
+def exporter_on_the_converges_image():
+    """Put the converge's image back on the exporter when it runs another: the file's last test
+    leaves it on a second tag (no rollout back, to save the scenario that time). conftest.py calls
+    this when a verify starts, before test_fleet.py's re-run of converge.yml, which would otherwise
+    roll it back and count a change: a verify run again on the same fleet finds the stack as the
+    converge left it. A verify right after the converge finds it so and does nothing here."""
+    kubernetes.config.load_kube_config(KUBECONFIG)
     apps = kubernetes.client.AppsV1Api()
     daemonset = apps.read_namespaced_daemon_set("numa-exporter", NAMESPACE)
     if daemonset.spec.template.spec.containers[0].image != MODULE_ARGS["image"]:

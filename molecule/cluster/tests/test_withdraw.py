@@ -22,7 +22,7 @@ import pytest
 import yaml
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "resources"))
-from testlib import AuditLog, PausedGuest, configz, run_playbook, wait  # noqa: E402 pylint: disable=wrong-import-position
+from testlib import AuditLog, configz, run_playbook, wait  # noqa: E402 pylint: disable=wrong-import-position
 
 testinfra_hosts = ["ansible://numa-uneven"]
 
@@ -38,16 +38,6 @@ PROBE = "withdraw-probe"
 TAKE_OUT = [os.path.join(ROOT, "molecule", "cluster", "converge.yml"), "--limit", UNEVEN,
             "-e", "numa_kube_state=absent", "--skip-tags", "cluster_stacks,numa_exporter,prometheus_targets",
             "-e", json.dumps({"kubelet_health_settle": 5, "rollout_health_settle": 5})]
-
-
-@pytest.fixture(scope="module", autouse=True)
-def other_guest_paused():
-    """Every test here works on numa-uneven alone (--limit, or the API): numa-kubelet is held stopped
-    meanwhile, as test_kubelet.py holds numa-uneven, which gives its share of the two host cores to
-    the guest under test. This file runs last: nothing after it needs numa-kubelet's pods, which
-    its missed heartbeats may have evicted."""
-    with PausedGuest(os.path.join(ROOT, "tests", "output", "vm", "cluster", "numa-kubelet")):
-        yield
 
 
 @pytest.fixture(scope="module")
