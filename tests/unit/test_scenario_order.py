@@ -1,0 +1,83 @@
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The cluster scenario's ``last_in_file`` mark (molecule/cluster/tests/conftest.py), on a real pytest
+run: pytest reorders a file whose tests take a parametrized, module-scoped ``host`` (as testinfra's
+does) and runs the tests that take none after them, so a file's order alone cannot keep a test
+that leaves the fleet changed last. The hook must."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import os
+import subprocess
+import sys
+import textwrap
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+CLUSTER_CONFTEST = os.path.join(ROOT, "molecule", "cluster", "tests", "conftest.py")
+
+# the scenario's hooks only: its conftest's session fixture works on the live fleet
+PLUGIN = textwrap.dedent("""\
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("cluster_conftest", %r)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    pytest_configure = module.pytest_configure
+    pytest_collection_modifyitems = module.pytest_collection_modifyitems
+    """ % CLUSTER_CONFTEST)
+
+HOST = textwrap.dedent("""\
+    import pytest
+
+    @pytest.fixture(scope="module", params=["one", "two"])
+    def host(request):
+        return request.param
+
+    """)
+
+
+def collected(folder, with_hook):
+    if with_hook:
+        (folder / "conftest.py").write_text(PLUGIN)
+    elif (folder / "conftest.py").exists():
+        (folder / "conftest.py").unlink()
+    done = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--collect-only", "-q",
+                           "-W", "ignore::pytest.PytestUnknownMarkWarning", str(folder)],
+                          capture_output=True, text=True, timeout=120, check=False, cwd=str(folder))
+    assert done.returncode == 0, done.stdout + done.stderr
+    return [line for line in done.stdout.splitlines() if "::" in line]
+
+
+def test_a_marked_test_runs_after_every_other_test_of_its_file_and_nothing_else_moves(tmp_path):
+    (tmp_path / "test_fleet.py").write_text(HOST + textwrap.dedent("""\
+        def test_a(host): pass
+        @pytest.mark.last_in_file
+        def test_leaves_it_changed(): pass
+        def test_c(host): pass
+        def test_d(): pass
+        """))
+    (tmp_path / "test_other.py").write_text(HOST + textwrap.dedent("""\
+        def test_e(): pass
+        def test_f(host): pass
+        """))
+    (tmp_path / "test_only_marked.py").write_text(textwrap.dedent("""\
+        import pytest
+        @pytest.mark.last_in_file
+        def test_g(): pass
+        @pytest.mark.last_in_file
+        def test_h(): pass
+        """))
+    plain = collected(tmp_path, with_hook=False)
+    # what the mark is for: pytest's own order runs the marked test before test_d
+    fleet = [name for name in plain if name.startswith("test_fleet.py")]
+    assert fleet.index("test_fleet.py::test_leaves_it_changed") < fleet.index("test_fleet.py::test_d"), plain
+
+    ordered = collected(tmp_path, with_hook=True)
+    expected = [name for name in plain if name != "test_fleet.py::test_leaves_it_changed"]
+    expected.insert(expected.index("test_fleet.py::test_d") + 1, "test_fleet.py::test_leaves_it_changed")
+    assert ordered == expected, ordered
+    # the marked test is the last of its file, and a file whose every test is marked keeps its order
+    assert [name for name in ordered if name.startswith("test_fleet.py")][-1] == "test_fleet.py::test_leaves_it_changed"
+    assert [name for name in ordered if name.startswith("test_only_marked.py")] == [
+        "test_only_marked.py::test_g", "test_only_marked.py::test_h"]
