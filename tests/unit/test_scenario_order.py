@@ -42,18 +42,23 @@ def collected(folder, with_hook):
         (folder / "conftest.py").write_text(PLUGIN)
     elif (folder / "conftest.py").exists():
         (folder / "conftest.py").unlink()
+    # pytest's own order alone: no plugin loaded (a shuffling one would move it), no options from outside,
+    # and no bytecode written beside the scenario's conftest
+    env = dict((key, value) for key, value in os.environ.items() if key != "PYTEST_ADDOPTS")
+    env.update(PYTEST_DISABLE_PLUGIN_AUTOLOAD="1", PYTHONDONTWRITEBYTECODE="1")
     done = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--collect-only", "-q",
                            "-W", "ignore::pytest.PytestUnknownMarkWarning", str(folder)],
-                          capture_output=True, text=True, timeout=120, check=False, cwd=str(folder))
+                          capture_output=True, text=True, timeout=120, check=False, cwd=str(folder), env=env)
     assert done.returncode == 0, done.stdout + done.stderr
     return [line for line in done.stdout.splitlines() if "::" in line]
 
 
 def test_a_marked_test_runs_after_every_other_test_of_its_file_and_nothing_else_moves(tmp_path):
+    # as in the scenario: the marked test takes the parametrized host, and so runs once per guest
     (tmp_path / "test_fleet.py").write_text(HOST + textwrap.dedent("""\
         def test_a(host): pass
         @pytest.mark.last_in_file
-        def test_leaves_it_changed(): pass
+        def test_leaves_it_changed(host): pass
         def test_c(host): pass
         def test_d(): pass
         """))
@@ -69,15 +74,18 @@ def test_a_marked_test_runs_after_every_other_test_of_its_file_and_nothing_else_
         def test_h(): pass
         """))
     plain = collected(tmp_path, with_hook=False)
-    # what the mark is for: pytest's own order runs the marked test before test_d
-    fleet = [name for name in plain if name.startswith("test_fleet.py")]
-    assert fleet.index("test_fleet.py::test_leaves_it_changed") < fleet.index("test_fleet.py::test_d"), plain
+    marked = ["test_fleet.py::test_leaves_it_changed[one]", "test_fleet.py::test_leaves_it_changed[two]"]
+    # what the mark is for: pytest's own order groups by guest, so the marked test runs before
+    # test_c on the second guest and before test_d
+    assert plain.index(marked[0]) < plain.index("test_fleet.py::test_c[two]"), plain
+    assert plain.index(marked[1]) < plain.index("test_fleet.py::test_d"), plain
 
     ordered = collected(tmp_path, with_hook=True)
-    expected = [name for name in plain if name != "test_fleet.py::test_leaves_it_changed"]
-    expected.insert(expected.index("test_fleet.py::test_d") + 1, "test_fleet.py::test_leaves_it_changed")
+    expected = [name for name in plain if name not in marked]
+    last = max(index for index, name in enumerate(expected) if name.startswith("test_fleet.py"))
+    expected[last + 1:last + 1] = marked
     assert ordered == expected, ordered
-    # the marked test is the last of its file, and a file whose every test is marked keeps its order
-    assert [name for name in ordered if name.startswith("test_fleet.py")][-1] == "test_fleet.py::test_leaves_it_changed"
+    # the marked test ends its file on each guest, and a file whose every test is marked keeps its order
+    assert [name for name in ordered if name.startswith("test_fleet.py")][-2:] == marked, ordered
     assert [name for name in ordered if name.startswith("test_only_marked.py")] == [
         "test_only_marked.py::test_g", "test_only_marked.py::test_h"]

@@ -24,8 +24,8 @@ def pytest_configure(config):
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(items):
     """pytest does not keep a file's order: it groups the tests that take testinfra's parametrized
-    ``host`` and runs a test that takes none after them (the fixtures plugin reorders for the
-    parametrized fixture). A test marked last_in_file is moved here, after pytest's own reordering
+    ``host`` by guest, and a test that takes none and follows the file's first such test runs after
+    them all (the fixtures plugin reorders for the parametrized fixture). A test marked last_in_file is moved here, after pytest's own reordering
     (trylast), to just behind the last unmarked test of its file."""
     def path(item):
         return str(item.fspath)
