@@ -115,6 +115,7 @@ ALLOWED = {
     "numa": {"", "k8s"},
     "kubelet": {"", "k8s", "node", "numa"},
     "stacks": {"", "k8s", "node", "numa", "kubelet"},
+    "profile": {"", "k8s", "node", "numa", "kubelet"},
 }
 
 

@@ -1,0 +1,205 @@
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The node profile's planner on recorded sysfs trees: the CPUs split, the fields and parameters
+that follow, and every rule a profile can break, refused by name before anything changes."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import pytest
+
+from ansible_collections.numa.kube.plugins.module_utils.kubelet.config import KubeletConfigError, validate
+from ansible_collections.numa.kube.plugins.module_utils.numa.sysfs import SysfsReader
+from ansible_collections.numa.kube.plugins.module_utils.profile.plan import ProfileError, page_size_bytes, plan
+from ansible_collections.numa.kube.tests.unit.plugins import sysfs_tree
+
+# two_socket_interleaved: node 0 holds the even CPUs, node 1 the odd; CPU n and n+8 share a core
+NODE0_CORES = [[0, 8], [2, 10], [4, 12], [6, 14]]
+
+
+def topology(tmp_path, machine):
+    sys_root, proc_root = machine.write(str(tmp_path))
+    return SysfsReader(sys_root, proc_root).read(include_pci=False)
+
+
+@pytest.fixture
+def smt(tmp_path):
+    return topology(tmp_path, sysfs_tree.two_socket_interleaved())
+
+
+def problems_of(*args, **kwargs):
+    with pytest.raises(ProfileError) as caught:
+        plan(*args, **kwargs)
+    return caught.value.problems
+
+
+def test_a_count_per_node_reserves_whole_cores_on_every_node_and_isolates_the_rest(smt):
+    result = plan(smt, {"reserved_per_node": 2}, kubelet_version=(1, 36, 3))
+    assert result["reserved"] == "0-1,8-9"
+    assert result["reserved_by_node"] == {"0": "0,8", "1": "1,9"}
+    assert result["isolated"] == "2-7,10-15"
+    assert result["kubelet"] == {
+        "cpuManagerPolicy": "static", "reservedSystemCPUs": "0-1,8-9",
+        "cpuManagerPolicyOptions": {"full-pcpus-only": "true", "strict-cpu-reservation": "true"}}
+    assert result["kernel_args"] == ["isolcpus=managed_irq,2-7,10-15", "nohz_full=2-7,10-15", "rcu_nocbs=2-7,10-15",
+                                     "irqaffinity=0-1,8-9"]
+    assert result["irqbalance_banned_cpus"] == "2-7,10-15"
+    assert result["cpu_affinity"] == "0-1,8-9"
+    assert result["hugepages"] == []
+
+
+def test_the_planned_kubelet_fields_pass_the_kubelet_checks_on_the_same_machine(smt):
+    result = plan(smt, {"reserved_per_node": 2}, kubelet_version=(1, 36, 3))
+    config = dict(result["kubelet"], topologyManagerPolicy="single-numa-node")
+    online = [cpu["id"] for cpu in smt["cpus"]]
+    validate(config, numa_node_count=2, online_cpus=online, machine={"cpus": smt["cpus"]})  # raises on a problem
+    # the same checks refuse the plan on the machine with its second threads offline (nosmt)
+    with pytest.raises(KubeletConfigError, match="reservedSystemCPUs: CPU.s. 8-9 are not online"):
+        validate(config, numa_node_count=2, online_cpus=[cpu for cpu in online if cpu < 8],
+                 machine={"cpus": [cpu for cpu in smt["cpus"] if cpu["id"] < 8]})
+
+
+def test_half_a_core_with_full_pcpus_only_is_refused_and_allowed_without_it(smt):
+    found = problems_of(smt, {"reserved_per_node": 1})
+    assert len(found) == 1
+    assert "full-pcpus-only: reserved splits the SMT siblings of a core: 0 (core of 0,8); 1 (core of 1,9)" in found[0]
+    assert "reserve whole cores" in found[0]
+    # without full-pcpus-only the first thread of each node's first core is taken
+    result = plan(smt, {"reserved_per_node": 1, "full_pcpus_only": False})
+    assert result["reserved"] == "0-1"
+    assert "full-pcpus-only" not in result["kubelet"]["cpuManagerPolicyOptions"]
+
+
+def test_reserved_nodes_choose_where_the_system_runs(smt):
+    assert plan(smt, {"reserved_per_node": 2, "reserved_nodes": [1]})["reserved"] == "1,9"
+    found = problems_of(smt, {"reserved_per_node": 2, "reserved_nodes": [1, 7]})
+    assert found == ["reserved_nodes: NUMA node(s) 7 have no online CPUs on this node (nodes with CPUs: 0, 1); name "
+                     "nodes from that list"]
+
+
+def test_a_count_that_leaves_a_node_nothing_to_isolate_is_refused(smt):
+    found = problems_of(smt, {"reserved_per_node": 8})
+    assert any("8 CPUs on NUMA node 0 would leave it no CPU to isolate" in problem for problem in found), found
+
+
+@pytest.mark.parametrize("profile, expected", [
+    ({"reserved": "0,8", "isolated": "0-7,9-15"}, "CPU(s) 0 are both reserved and isolated"),
+    ({"reserved": "0,8", "isolated": "2-7,10-15"}, "CPU(s) 1,9 are neither reserved nor isolated"),
+    ({"reserved": "0,8,16"}, "reserved: CPU(s) 16 are not online on this node (online: 0-15)"),
+    ({"reserved": "0-15"}, "isolated is empty"),
+    ({"reserved": "0, 8"}, "reserved: '0, 8' is not a CPU list such as 0-1,8"),
+    ({"reserved": "0,8", "reserved_per_node": 2}, "reserved and reserved_per_node are both set"),
+    ({}, "the profile names no reserved CPUs"),
+    ({"reserved_per_node": 0}, "reserved_per_node: 0 must be a whole number of CPUs of at least 1"),
+    ({"reserved_per_node": True}, "reserved_per_node: True must be a whole number"),
+])
+def test_splits_kubelet_or_the_kernel_would_refuse_are_named(smt, profile, expected):
+    found = problems_of(smt, profile)
+    assert any(expected in problem for problem in found), found
+
+
+def test_every_problem_comes_at_once_before_anything_is_planned(smt):
+    found = problems_of(smt, {"reserved": "0,16", "isolated": "0-7", "hugepages": [{"size": "3Mi", "node": 0,
+                                                                                    "count": 1}]},
+                        kubelet_version=(1, 32, 0))
+    assert len(found) == len(set(found)) >= 4, found
+    assert any("are not online" in problem for problem in found), found
+    assert any("neither reserved nor isolated" in problem for problem in found), found
+    assert any("offers no 3Mi pages" in problem for problem in found), found
+    assert any("strict" in problem for problem in found) is False, found  # unset: left out at 1.32, not refused
+
+
+def test_a_planned_nosmt_keeps_reserved_on_the_threads_that_stay_online(smt):
+    primaries = list(range(8))  # the first thread of each core: the lowest APIC id
+    found = problems_of(smt, {"reserved_per_node": 2}, kernel_args=["nosmt"], primary_threads=primaries)
+    assert found == ["kernel parameter nosmt turns SMT off at the next boot: reserved CPU(s) 8-9 are secondary threads "
+                     "that go offline then, and kubelet would fail to start on reservedSystemCPUs naming them; "
+                     "reserve the cores' first threads (0-1 on those cores) instead"]
+    result = plan(smt, {"reserved_per_node": 1, "full_pcpus_only": False}, kernel_args=["mitigations=auto,nosmt"],
+                  primary_threads=primaries)
+    assert result["reserved"] == "0-1"
+    # where the surviving thread cannot be read, plan after the reboot
+    found = problems_of(smt, {"reserved": "0-1,8-9"}, kernel_args=["nosmt=force"])
+    assert "plan the profile in a run after the reboot that turns SMT off" in found[0]
+
+
+def test_nosmt_means_nothing_to_a_machine_without_smt(tmp_path):
+    flat = topology(tmp_path, sysfs_tree.two_socket_interleaved(hyperthreading=False))
+    assert plan(flat, {"reserved_per_node": 1}, kernel_args=["nosmt"])["reserved"] == "0-1"
+
+
+def test_runtime_huge_pages_per_node_and_gigantic_ones_at_boot(smt):
+    result = plan(smt, {"reserved_per_node": 2, "hugepages": [
+        {"size": "2Mi", "node": 1, "count": 64}, {"size": "1Gi", "node": 0, "count": 2},
+        {"size": "1G", "node": 1, "count": 1}]}, kernel_release=(6, 1, 0))
+    assert result["hugepages"] == [
+        {"node": 0, "size": "1Gi", "size_kb": 1048576, "count": 2, "at": "boot"},
+        {"node": 1, "size": "2Mi", "size_kb": 2048, "count": 64, "at": "runtime"},
+        {"node": 1, "size": "1Gi", "size_kb": 1048576, "count": 1, "at": "boot"},
+    ]
+    assert result["kernel_args"][-2:] == ["hugepagesz=1G", "hugepages=0:2,1:1"]
+
+
+@pytest.mark.parametrize("entry, expected", [
+    ({"size": "4Mi", "node": 0, "count": 1}, "hugepages[0].size: this machine's kernel offers no 4Mi pages on NUMA "
+                                             "node 0 (it offers: 2Mi, 1Gi)"),
+    ({"size": "2Mi", "node": 3, "count": 1}, "hugepages[0].node: 3 is not a NUMA node of this machine (nodes: 0, 1)"),
+    ({"size": "2Mi", "node": 0, "count": 0}, "hugepages[0].count: 0 must be a whole number of pages of at least 1"),
+    ({"size": "big", "node": 0, "count": 1}, "hugepages[0].size: 'big' is not a huge page size such as 2Mi or 1Gi"),
+    ({"size": "1Gi", "node": 1, "count": 9}, "hugepages: 9216 MiB of huge pages on NUMA node 1 exceed its 8192 MiB"),
+])
+def test_huge_pages_the_node_cannot_hold_are_refused(smt, entry, expected):
+    found = problems_of(smt, {"reserved_per_node": 2, "hugepages": [entry]})
+    assert any(expected in problem for problem in found), found
+
+
+def test_huge_pages_count_the_memory_reserved_for_the_system(smt):
+    profile = {"reserved_per_node": 2, "hugepages": [{"size": "1Gi", "node": 1, "count": 7}]}
+    assert plan(smt, profile)["hugepages"][0]["count"] == 7
+    found = problems_of(smt, profile, reserved_memory={1: 2 << 30})
+    assert found == ["hugepages: 7168 MiB of huge pages on NUMA node 1 with the 2048 MiB reserved for the system exceed "
+                     "its 8192 MiB of memory; ask for fewer pages there, or put some on another node"]
+
+
+def test_gigantic_pages_per_node_need_a_kernel_that_reads_the_node_form(smt):
+    profile = {"reserved_per_node": 2, "hugepages": [{"size": "1Gi", "node": 0, "count": 1}]}
+    found = problems_of(smt, profile, kernel_release=(5, 10, 0))
+    assert found == ["hugepages: 1Gi pages per NUMA node need the per-node form of hugepages= (node:count), which Linux "
+                     "has from 5.16; this node runs 5.10.0. Use 2Mi pages, or a newer kernel"]
+    dup = problems_of(smt, {"reserved_per_node": 2, "hugepages": [{"size": "2Mi", "node": 0, "count": 1},
+                                                                  {"size": "2048kB", "node": 0, "count": 2}]})
+    assert dup == ["hugepages[1]: 2Mi pages on NUMA node 0 are given twice; give each size once per node"]
+
+
+def test_strict_cpu_reservation_follows_the_kubelet_version(smt):
+    older = plan(smt, {"reserved_per_node": 2}, kubelet_version=(1, 32, 4))
+    assert older["kubelet"]["cpuManagerPolicyOptions"] == {"full-pcpus-only": "true"}
+    assert problems_of(smt, {"reserved_per_node": 2, "strict_cpu_reservation": True}, kubelet_version=(1, 32, 4)) == [
+        "strict_cpu_reservation: kubelet 1.32.4 has strict-cpu-reservation only as an alpha option (on by default "
+        "from 1.33); leave strict_cpu_reservation unset or false there"]
+    off = plan(smt, {"reserved_per_node": 2, "strict_cpu_reservation": False}, kubelet_version=(1, 36, 0))
+    assert "strict-cpu-reservation" not in off["kubelet"]["cpuManagerPolicyOptions"]
+
+
+def test_isolated_cpus_leave_the_scheduler_domains_only_when_asked(smt):
+    result = plan(smt, {"reserved_per_node": 2, "balance_isolated": False})
+    assert result["kernel_args"][0] == "isolcpus=domain,managed_irq,2-7,10-15"
+
+
+def test_more_than_eight_numa_nodes_raise_kubelets_limit_where_it_can(tmp_path):
+    cpus = dict((cpu, (cpu // 2, cpu % 2)) for cpu in range(20))
+    nodes = dict((node, dict(cpus=[2 * node, 2 * node + 1], mem_kb=1024 * 1024)) for node in range(10))
+    ten = topology(tmp_path, sysfs_tree.Machine(nodes=nodes, cpus=cpus))
+    result = plan(ten, {"reserved_per_node": 1, "reserved_nodes": [0]}, kubelet_version=(1, 36, 0))
+    assert result["kubelet"]["topologyManagerPolicyOptions"] == {"max-allowable-numa-nodes": "10"}
+    found = problems_of(ten, {"reserved_per_node": 1, "reserved_nodes": [0]}, kubelet_version=(1, 30, 2))
+    assert found == ["this machine has 10 NUMA nodes; kubelet 1.30.2 refuses a Topology Manager policy above 8 and has "
+                     "max-allowable-numa-nodes only from 1.31: upgrade kubelet"]
+
+
+def test_page_sizes_read_as_the_kernel_and_kubelet_write_them():
+    assert page_size_bytes("2Mi") == page_size_bytes("2M") == page_size_bytes("2048kB") == 2 << 20
+    assert page_size_bytes("1Gi") == 1 << 30
+    with pytest.raises(ValueError):
+        page_size_bytes("2 pages")
