@@ -104,6 +104,26 @@ def test_demo_on_a_recorded_four_node_machine(tmp_path):
                      reserved_memory=reserved_memory_of(eks["reserved-memory"]), eks_max_pods=110,
                      cpu_count=topology["cpu_count"])
 
+    # the profile it proposes: one core on each NUMA node with CPUs for the system, the rest isolated
+    profile = [line for line in lines if line.startswith("Proposed node profile: ")]
+    assert profile and profile[0].startswith("Proposed node profile: reserved CPUs 0,4,6, isolated 1-3,5,7; kubelet "), lines
+    assert '"reservedSystemCPUs": "0,4,6"' in profile[0]
+    assert profile[0].endswith("; kernel isolcpus=managed_irq,1-3,5,7 nohz_full=1-3,5,7 rcu_nocbs=1-3,5,7 irqaffinity=0,4,6")
+
+
+def test_demo_says_why_it_proposes_no_profile(tmp_path):
+    """A machine with one CPU on a NUMA node cannot give the system one core there and pods the rest:
+    the demo prints why instead of failing."""
+    machine = four_nodes_with_memory_only()
+    machine.nodes[3]["cpus"] = [6]
+    del machine.cpus[7]
+    sys_root, proc_root = machine.write(str(tmp_path / "machine"))
+    rc, report, stderr = run_playbook(tmp_path, "-e", "demo_sysfs_root=%s demo_procfs_root=%s" % (sys_root, proc_root))
+    assert rc == 0, stderr
+    lines = task_result(report, "Print the report")["msg"]
+    assert ("No node profile proposed: reserved_per_node: 1 CPUs on NUMA node 3 would leave it no CPU to isolate (it has "
+            "1 online: 6); reserve fewer") in lines, lines
+
 
 def test_demo_stops_on_a_bad_quantity(tmp_path):
     sys_root, proc_root = four_nodes_with_memory_only().write(str(tmp_path / "machine"))

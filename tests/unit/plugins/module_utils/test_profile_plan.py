@@ -11,8 +11,11 @@ import pytest
 
 from ansible_collections.numa.kube.plugins.module_utils.kubelet.config import KubeletConfigError, validate
 from ansible_collections.numa.kube.plugins.module_utils.numa.sysfs import SysfsReader
-from ansible_collections.numa.kube.plugins.module_utils.profile.plan import ProfileError, page_size_bytes, plan
+from ansible_collections.numa.kube.plugins.module_utils.profile.node import parse_release, primary_threads
+from ansible_collections.numa.kube.plugins.module_utils.profile.plan import ProfileError, cores_of, page_size_bytes, plan
+from ansible_collections.numa.kube.plugins.modules import node_profile
 from ansible_collections.numa.kube.tests.unit.plugins import sysfs_tree
+from ansible_collections.numa.kube.tests.unit.plugins.modules.module_runner import run as run_module
 
 # two_socket_interleaved: node 0 holds the even CPUs, node 1 the odd; CPU n and n+8 share a core
 NODE0_CORES = [[0, 8], [2, 10], [4, 12], [6, 14]]
@@ -203,3 +206,82 @@ def test_page_sizes_read_as_the_kernel_and_kubelet_write_them():
     assert page_size_bytes("1Gi") == 1 << 30
     with pytest.raises(ValueError):
         page_size_bytes("2 pages")
+
+
+# the node_profile module: what it reads beside the topology, and the whole task ----------------
+
+CPUINFO = "".join("processor\t: %d\nvendor_id\t: GenuineIntel\napicid\t\t: %d\n\n" % (cpu, apic)
+                  # thread 1 of each core has the APIC id's SMT bit set
+                  for cpu, apic in [(cpu, 2 * (cpu % 8) + cpu // 8) for cpu in range(16)])
+
+
+def test_the_thread_nosmt_keeps_is_the_lowest_apic_id_of_each_core(smt):
+    cores = cores_of(smt)
+    assert primary_threads(CPUINFO, cores) == list(range(8))
+    # numbered the other way round (APIC ids of the second threads lower): the others stay
+    swapped = "".join("processor\t: %d\napicid\t\t: %d\n\n" % (cpu, 2 * (cpu % 8) + (1 - cpu // 8)) for cpu in range(16))
+    assert primary_threads(swapped, cores) == list(range(8, 16))
+    # no APIC ids (arm64's cpuinfo): unknown
+    assert primary_threads("processor\t: 0\nBogoMIPS\t: 50.00\n", cores) is None
+
+
+def test_kernel_releases_read_as_numbers():
+    assert parse_release("6.1.0-28-amd64") == (6, 1, 0)
+    assert parse_release("5.16") == (5, 16, 0)
+    assert parse_release("unknown") is None
+
+
+def write_node(tmp_path, release="6.1.0-28-amd64", cpuinfo=CPUINFO):
+    sys_root, proc_root = sysfs_tree.two_socket_interleaved().write(str(tmp_path))
+    (tmp_path / "proc" / "sys" / "kernel").mkdir(parents=True)
+    (tmp_path / "proc" / "sys" / "kernel" / "osrelease").write_text(release + "\n")
+    (tmp_path / "proc" / "cpuinfo").write_text(cpuinfo)
+    return {"sysfs_root": sys_root, "procfs_root": proc_root}
+
+
+def test_the_module_plans_from_a_recorded_tree_and_changes_nothing(tmp_path):
+    roots = write_node(tmp_path)
+    failed, result = run_module(node_profile, dict(roots, profile={
+        "reserved_per_node": 2, "hugepages": [{"size": "1Gi", "node": 0, "count": 1}]},
+        kubelet_version="Kubernetes v1.36.3"), check_mode=True)
+    assert not failed, result
+    assert result["changed"] is False
+    assert result["reserved"] == "0-1,8-9" and result["isolated"] == "2-7,10-15"
+    assert result["kernel_release"] == "6.1.0-28-amd64"
+    assert result["smt"] == {"on": True, "primary_threads": "0-7"}
+    assert result["kernel_args"][-2:] == ["hugepagesz=1G", "hugepages=0:1"]
+
+
+def test_the_module_refuses_with_every_problem_and_the_node_read(tmp_path):
+    roots = write_node(tmp_path, release="5.10.0-30-amd64")
+    failed, result = run_module(node_profile, dict(roots, profile={
+        "reserved_per_node": 2, "hugepages": [{"size": "1Gi", "node": 0, "count": 1}]}, kernel_args=["nosmt"]))
+    assert failed
+    assert result["msg"].startswith("the node profile cannot be applied on this node: ")
+    assert len(result["problems"]) == 2, result["problems"]
+    assert "reserved CPU(s) 8-9 are secondary threads" in result["problems"][0]
+    assert "this node runs 5.10.0" in result["problems"][1]
+
+
+@pytest.mark.parametrize("args, expected", [
+    ({"kubelet_version": "latest"}, "kubelet_version: 'latest' is not a version such as 1.36.3"),
+    ({"reserved_memory": {"zero": "1Gi"}}, "reserved_memory: 'zero': '1Gi' is not a NUMA node id with a memory quantity"),
+    ({"reserved_memory": {"0": "lots"}}, "reserved_memory: '0': 'lots' is not a NUMA node id"),
+])
+def test_the_modules_own_inputs_are_refused_by_name(tmp_path, args, expected):
+    roots = write_node(tmp_path)
+    failed, result = run_module(node_profile, dict(roots, profile={"reserved_per_node": 2}, **args))
+    assert failed and expected in result["msg"], result
+
+
+def test_memory_reserved_per_node_reaches_the_huge_page_check(tmp_path):
+    roots = write_node(tmp_path)
+    failed, result = run_module(node_profile, dict(roots, profile={
+        "reserved_per_node": 2, "hugepages": [{"size": "1Gi", "node": 1, "count": 7}]}, reserved_memory={"1": "2Gi"}))
+    assert failed and "with the 2048 MiB reserved for the system exceed its 8192 MiB" in result["msg"], result
+
+
+def test_the_module_says_when_there_is_no_topology_to_read(tmp_path):
+    failed, result = run_module(node_profile, {"sysfs_root": str(tmp_path / "none"), "procfs_root": str(tmp_path),
+                                               "profile": {"reserved": "0"}})
+    assert failed and "could not read the NUMA topology" in result["msg"]
