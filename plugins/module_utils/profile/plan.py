@@ -159,10 +159,15 @@ def _split(problems, profile, topology, cores, node_cpus):
     return reserved, isolated
 
 
-def _check_split(problems, reserved, isolated, online):
+def _check_split(problems, reserved, isolated, online, going=(), nosmt=None):
     online_set = set(online)
     for name, cpus in (("reserved", reserved), ("isolated", isolated)):
-        offline = sorted(set(cpus) - online_set)
+        leaving = sorted(set(cpus) & set(going))
+        if leaving:
+            problems.append("%s: CPU(s) %s are secondary threads that go offline at the next boot (kernel parameter "
+                            "%s), and kubelet would fail to start on reservedSystemCPUs naming one; name the threads "
+                            "that stay online (%s)" % (name, _cpus(leaving), nosmt, _cpus(online)))
+        offline = sorted(set(cpus) - online_set - set(going))
         if offline:
             problems.append("%s: CPU(s) %s are not online on this node (online: %s); kubelet fails to start with an "
                             "offline CPU in reservedSystemCPUs, and the kernel isolates nothing there: name online "
@@ -201,26 +206,29 @@ def _check_cores(problems, reserved, isolated, cores, full_pcpus_only):
                         % "; ".join(split))
 
 
-def _check_after_reboot(problems, reserved, cores, kernel_args, primary_threads):
-    """A planned ``nosmt`` takes every core's secondary threads offline at the next boot, and kubelet
-    fails to start when reservedSystemCPUs names an offline CPU ('unable to build the reserved
-    physical CPUs from the reserved set'). So the reserved CPUs must be threads that stay online."""
+def _after_reboot(problems, topology, cores, kernel_args, primary_threads):
+    """The topology the profile is planned on: the node as it runs, or, when the run's kernel
+    parameters turn SMT off (``nosmt``), the node as that boot leaves it, with only the thread of each
+    core that stays online. kubelet fails to start when reservedSystemCPUs names an offline CPU
+    ('unable to build the reserved physical CPUs from the reserved set'), and isolating a CPU that is
+    gone isolates nothing. Returns (topology, {CPU going offline}, the parameter)."""
     planned = [arg for arg in kernel_args or () if _NOSMT.match(str(arg))]
     if not planned or all(len(threads) == 1 for threads in cores.values()):
-        return
+        return topology, set(), None
     if primary_threads is None:
         problems.append("kernel parameter %s turns SMT off at the next boot, and which thread of each core then stays "
                         "online cannot be read on this node (no APIC ids); plan the profile in a run after the reboot "
                         "that turns SMT off" % planned[0])
-        return
-    leaving = sorted(set(reserved) - set(primary_threads))
-    if leaving:
-        problems.append("kernel parameter %s turns SMT off at the next boot: reserved CPU(s) %s are secondary threads "
-                        "that go offline then, and kubelet would fail to start on reservedSystemCPUs naming them; "
-                        "reserve the cores' first threads (%s on those cores) instead"
-                        % (planned[0], _cpus(leaving),
-                           _cpus(cpu for first in cores for cpu in cores[first]
-                                 if cpu in set(primary_threads) and set(cores[first]) & set(leaving))))
+        return topology, set(), planned[0]
+    staying = set(primary_threads)
+    going = set(cpu["id"] for cpu in topology["cpus"]) - staying
+    after = dict(topology)
+    after["cpus"] = [dict(cpu, thread_siblings=[sibling for sibling in cpu.get("thread_siblings") or [cpu["id"]]
+                                                if sibling in staying])
+                     for cpu in topology["cpus"] if cpu["id"] in staying]
+    after["nodes"] = [dict(node, cpus=[cpu for cpu in node.get("cpus", []) if cpu in staying])
+                      for node in topology["nodes"]]
+    return after, going, planned[0]
 
 
 def _hugepages(problems, profile, topology, kernel_release, reserved_memory):
@@ -331,6 +339,7 @@ def plan(topology, profile, kubelet_version=None, kernel_release=None, kernel_ar
     ``primary_threads``: the CPUs that stay online with SMT off (lowest APIC id of each core);
     ``reserved_memory``: {NUMA node: bytes} kept for the system by kubelet's reservedMemory."""
     problems = []
+    topology, going, nosmt = _after_reboot(problems, topology, cores_of(topology), kernel_args, primary_threads)
     online = sorted(cpu["id"] for cpu in topology["cpus"])
     cores = cores_of(topology)
     node_cpus = dict((node["id"], [cpu for cpu in node.get("cpus", []) if cpu in set(online)])
@@ -338,9 +347,8 @@ def plan(topology, profile, kubelet_version=None, kernel_release=None, kernel_ar
     reserved, isolated = _split(problems, profile, topology, cores, node_cpus)
     full_pcpus_only = bool(profile.get("full_pcpus_only", True))
     if reserved is not None and isolated is not None:
-        _check_split(problems, reserved, isolated, online)
+        _check_split(problems, reserved, isolated, online, going, nosmt)
         _check_cores(problems, reserved, isolated, cores, full_pcpus_only)
-        _check_after_reboot(problems, reserved, cores, kernel_args, primary_threads)
     hugepages = _hugepages(problems, profile, topology, kernel_release, reserved_memory)
     kubelet = _kubelet_fields(problems, profile, reserved or [], topology, kubelet_version)
     if problems:

@@ -113,15 +113,18 @@ def test_every_problem_comes_at_once_before_anything_is_planned(smt):
     assert any("strict" in problem for problem in found) is False, found  # unset: left out at 1.32, not refused
 
 
-def test_a_planned_nosmt_keeps_reserved_on_the_threads_that_stay_online(smt):
+def test_a_planned_nosmt_plans_for_the_threads_that_stay_online(smt):
     primaries = list(range(8))  # the first thread of each core: the lowest APIC id
-    found = problems_of(smt, {"reserved_per_node": 2}, kernel_args=["nosmt"], primary_threads=primaries)
-    assert found == ["kernel parameter nosmt turns SMT off at the next boot: reserved CPU(s) 8-9 are secondary threads "
-                     "that go offline then, and kubelet would fail to start on reservedSystemCPUs naming them; "
-                     "reserve the cores' first threads (0-1 on those cores) instead"]
-    result = plan(smt, {"reserved_per_node": 1, "full_pcpus_only": False}, kernel_args=["mitigations=auto,nosmt"],
-                  primary_threads=primaries)
-    assert result["reserved"] == "0-1"
+    # the profile is planned for the node as the nosmt boot leaves it: one thread a core
+    result = plan(smt, {"reserved_per_node": 2}, kernel_args=["nosmt"], primary_threads=primaries)
+    assert result["reserved"] == "0-3" and result["isolated"] == "4-7"
+    assert result["kernel_args"][0] == "isolcpus=managed_irq,4-7"
+    # CPUs named that go offline then are refused by name
+    found = problems_of(smt, {"reserved": "0-1,8-9"}, kernel_args=["mitigations=auto,nosmt"],
+                        primary_threads=primaries)
+    assert found == ["reserved: CPU(s) 8-9 are secondary threads that go offline at the next boot (kernel parameter "
+                     "mitigations=auto,nosmt), and kubelet would fail to start on reservedSystemCPUs naming one; name "
+                     "the threads that stay online (0-7)"]
     # where the surviving thread cannot be read, plan after the reboot
     found = problems_of(smt, {"reserved": "0-1,8-9"}, kernel_args=["nosmt=force"])
     assert "plan the profile in a run after the reboot that turns SMT off" in found[0]
@@ -255,11 +258,11 @@ def test_the_module_plans_from_a_recorded_tree_and_changes_nothing(tmp_path):
 def test_the_module_refuses_with_every_problem_and_the_node_read(tmp_path):
     roots = write_node(tmp_path, release="5.10.0-30-amd64")
     failed, result = run_module(node_profile, dict(roots, profile={
-        "reserved_per_node": 2, "hugepages": [{"size": "1Gi", "node": 0, "count": 1}]}, kernel_args=["nosmt"]))
+        "reserved": "0-1,8-9", "hugepages": [{"size": "1Gi", "node": 0, "count": 1}]}, kernel_args=["nosmt"]))
     assert failed
     assert result["msg"].startswith("the node profile cannot be applied on this node: ")
     assert len(result["problems"]) == 2, result["problems"]
-    assert "reserved CPU(s) 8-9 are secondary threads" in result["problems"][0]
+    assert "reserved: CPU(s) 8-9 are secondary threads that go offline" in result["problems"][0]
     assert "this node runs 5.10.0" in result["problems"][1]
 
 
