@@ -1,0 +1,138 @@
+# -*- coding: utf-8 -*-
+# Copyright: numa.kube contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The files a node profile puts on a node, as text: the huge page allocator (one script, one oneshot
+unit per page size and NUMA node, and a drop-in that makes kubelet's service require them, so a
+shortfall holds kubelet back instead of letting it start short), systemd's CPUAffinity, and
+irqbalance's banned CPUs in the distribution's environment file.
+
+Pure functions over the plan of profile/plan.py; the role writes what they return through
+node_files, inside the rollout envelope, and records them for the way back out."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import re
+
+from ansible_collections.numa.kube.plugins.module_utils.profile.plan import ProfileError
+
+SCRIPT = "/usr/local/libexec/numa-kube/hugepages"
+UNIT_DIR = "/etc/systemd/system"
+AFFINITY_DROPIN = "/etc/systemd/system.conf.d/50-numa-kube-cpu-affinity.conf"
+KUBELET_DROPIN = "50-numa-kube-hugepages.conf"
+# where each family keeps irqbalance's environment file
+IRQBALANCE_FILES = {"Debian": "/etc/default/irqbalance", "RedHat": "/etc/sysconfig/irqbalance"}
+# how long the script tries (compacting memory between tries) before it names the shortfall
+ALLOCATION_SECONDS = 60
+
+_BANNED = re.compile(r"^\s*(?:export\s+)?IRQBALANCE_BANNED_CPULIST\s*=")
+_OLD_MASK = re.compile(r"^\s*(?:export\s+)?IRQBALANCE_BANNED_CPUS\s*=\s*(\S*)")
+
+# POSIX sh, for any node: no bash, no Python needed at boot
+_SCRIPT_TEXT = """#!/bin/sh
+# numa.kube: put COUNT huge pages of SIZE kB on NUMA node NODE and prove they are there.
+# Run by numa-kube-hugepages-node<NODE>-<SIZE>kB.service before kubelet, which requires that unit:
+# when the pages are short, this exits non-zero, the unit fails and kubelet does not start.
+# Usage: hugepages NODE SIZE_KB COUNT [SECONDS]
+# (NUMA_KUBE_SYSFS and NUMA_KUBE_PROCFS move /sys and /proc, for the tests)
+set -u
+node=$1 size=$2 want=$3 seconds=${4:-%(seconds)d}
+sys=${NUMA_KUBE_SYSFS:-/sys} proc=${NUMA_KUBE_PROCFS:-/proc}
+file=$sys/devices/system/node/node$node/hugepages/hugepages-${size}kB/nr_hugepages
+if [ ! -e "$file" ]; then
+  echo "numa.kube: $file is missing: this kernel offers no ${size} kB pages on NUMA node $node" >&2
+  exit 1
+fi
+end=$(( $(date +%%s) + seconds ))
+while :; do
+  echo "$want" > "$file" 2>/dev/null
+  have=$(cat "$file" 2>/dev/null)
+  case $have in ''|*[!0-9]*) have=0 ;; esac
+  [ "$have" -ge "$want" ] && break
+  [ "$(date +%%s)" -ge "$end" ] && break
+  # free contiguous memory for the next try
+  echo 1 > "$proc/sys/vm/compact_memory" 2>/dev/null
+  sleep 1
+done
+if [ "$have" -lt "$want" ]; then
+  echo "numa.kube: NUMA node $node holds $have of the $want huge pages of $size kB the profile asks for" \\
+       "($(( want - have )) short after ${seconds} s); kubelet is held back until they are there" >&2
+  exit 1
+fi
+echo "numa.kube: NUMA node $node holds $have huge pages of $size kB"
+""" % {"seconds": ALLOCATION_SECONDS}
+
+
+def unit_name(page):
+    return "numa-kube-hugepages-node%d-%dkB.service" % (page["node"], page["size_kb"])
+
+
+def hugepage_files(hugepages, service):
+    """{path: text} of the script, one unit per runtime page entry, and the drop-in that makes
+    ``service`` (kubelet.service, rke2-agent.service, k3s.service...) require them; {} when the
+    profile allocates no pages at runtime."""
+    runtime = [page for page in hugepages if page["at"] == "runtime"]
+    if not runtime:
+        return {}
+    files = {SCRIPT: _SCRIPT_TEXT}
+    names = []
+    for page in runtime:
+        name = unit_name(page)
+        names.append(name)
+        files["%s/%s" % (UNIT_DIR, name)] = (
+            "# numa.kube's node profile\n"
+            "[Unit]\n"
+            "Description=numa.kube: %(count)d huge pages of %(size_kb)d kB on NUMA node %(node)d\n"
+            "Before=%(service)s\n"
+            "\n"
+            "[Service]\n"
+            "Type=oneshot\n"
+            "RemainAfterExit=yes\n"
+            "ExecStart=%(script)s %(node)d %(size_kb)d %(count)d\n"
+            "TimeoutStartSec=%(timeout)d\n"
+            "\n"
+            "[Install]\n"
+            "WantedBy=multi-user.target\n"
+            % dict(page, service=service, script=SCRIPT, timeout=ALLOCATION_SECONDS + 60))
+    files["%s/%s.d/%s" % (UNIT_DIR, service, KUBELET_DROPIN)] = (
+        "# numa.kube's node profile: no start without the huge pages the profile asks for\n"
+        "[Unit]\n"
+        "Requires=%s\n"
+        "After=%s\n" % (" ".join(names), " ".join(names)))
+    return files
+
+
+def affinity_dropin(cpus):
+    """systemd's own drop-in: PID 1 and every service it starts (containerd, kubelet, the rest) run
+    on the reserved CPUs from the next boot."""
+    return ("# numa.kube's node profile: services run on the reserved CPUs\n"
+            "[Manager]\n"
+            "CPUAffinity=%s\n" % cpus)
+
+
+def irqbalance_text(current, banned, path):
+    """``current`` (irqbalance's environment file, or None when it has none) with
+    IRQBALANCE_BANNED_CPULIST set to ``banned``; every other line kept. An active
+    IRQBALANCE_BANNED_CPUS (the older hex mask, which irqbalance also reads) is refused: two lists
+    of banned CPUs would disagree."""
+    lines = (current or "").splitlines()
+    for line in lines:
+        match = _OLD_MASK.match(line)
+        if match and match.group(1).strip("\"'"):
+            raise ProfileError("%s sets IRQBALANCE_BANNED_CPUS (%s), the older mask irqbalance reads beside "
+                               "IRQBALANCE_BANNED_CPULIST; the profile bans CPUs %s with the list: remove or comment "
+                               "out that line" % (path, match.group(1), banned))
+    setting = "IRQBALANCE_BANNED_CPULIST=%s" % banned
+    kept, placed = [], False
+    for line in lines:
+        if _BANNED.match(line):
+            if not placed:
+                kept.append(setting)
+                placed = True
+            continue
+        kept.append(line)
+    if not placed:
+        kept.append("# numa.kube's node profile: no interrupts balanced onto the isolated CPUs")
+        kept.append(setting)
+    return "\n".join(kept) + "\n"

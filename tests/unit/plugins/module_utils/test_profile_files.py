@@ -1,0 +1,114 @@
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The files a node profile puts on a node: the huge page script run for real on a recorded tree
+(pages there, pages short), the units and kubelet's drop-in, systemd's CPUAffinity, irqbalance."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import os
+import subprocess
+
+import pytest
+
+from ansible_collections.numa.kube.plugins.module_utils.profile import files
+from ansible_collections.numa.kube.plugins.module_utils.profile.plan import ProfileError
+
+PAGES = [{"node": 1, "size": "2Mi", "size_kb": 2048, "count": 64, "at": "runtime"},
+         {"node": 0, "size": "1Gi", "size_kb": 1048576, "count": 2, "at": "boot"},
+         {"node": 0, "size": "2Mi", "size_kb": 2048, "count": 8, "at": "runtime"}]
+
+
+def test_one_unit_per_runtime_page_entry_and_kubelet_requires_them_all():
+    written = files.hugepage_files(PAGES, "kubelet.service")
+    assert sorted(written) == [
+        "/etc/systemd/system/kubelet.service.d/50-numa-kube-hugepages.conf",
+        "/etc/systemd/system/numa-kube-hugepages-node0-2048kB.service",
+        "/etc/systemd/system/numa-kube-hugepages-node1-2048kB.service",
+        files.SCRIPT]
+    unit = written["/etc/systemd/system/numa-kube-hugepages-node1-2048kB.service"]
+    assert "ExecStart=/usr/local/libexec/numa-kube/hugepages 1 2048 64\n" in unit
+    assert "Type=oneshot\nRemainAfterExit=yes\n" in unit and "Before=kubelet.service\n" in unit
+    dropin = written["/etc/systemd/system/kubelet.service.d/50-numa-kube-hugepages.conf"]
+    # Requires, not only an order: a failed allocation stops kubelet's start
+    assert ("Requires=numa-kube-hugepages-node1-2048kB.service numa-kube-hugepages-node0-2048kB.service\n"
+            in dropin)
+    assert "After=numa-kube-hugepages-node1-2048kB.service numa-kube-hugepages-node0-2048kB.service\n" in dropin
+    # RKE2's kubelet runs under rke2-agent
+    assert "/etc/systemd/system/rke2-agent.service.d/50-numa-kube-hugepages.conf" in files.hugepage_files(
+        PAGES, "rke2-agent.service")
+    # boot pages alone need no unit
+    assert files.hugepage_files([PAGES[1]], "kubelet.service") == {}
+
+
+def tree(tmp_path, node=1, size_kb=2048):
+    folder = tmp_path / "sys" / "devices" / "system" / "node" / ("node%d" % node) / "hugepages" / (
+        "hugepages-%dkB" % size_kb)
+    folder.mkdir(parents=True)
+    (tmp_path / "proc" / "sys" / "vm").mkdir(parents=True)
+    return folder
+
+
+def run_script(tmp_path, *args):
+    script = tmp_path / "hugepages"
+    script.write_text(files.hugepage_files(PAGES, "kubelet.service")[files.SCRIPT])
+    env = dict(os.environ, NUMA_KUBE_SYSFS=str(tmp_path / "sys"), NUMA_KUBE_PROCFS=str(tmp_path / "proc"))
+    return subprocess.run(["sh", str(script)] + [str(arg) for arg in args], capture_output=True, text=True,
+                          timeout=60, check=False, env=env)
+
+
+def test_the_script_writes_the_count_and_reads_it_back(tmp_path):
+    folder = tree(tmp_path)
+    (folder / "nr_hugepages").write_text("0\n")
+    done = run_script(tmp_path, 1, 2048, 64)
+    assert done.returncode == 0, done.stderr
+    assert (folder / "nr_hugepages").read_text().strip() == "64"
+    assert done.stdout.strip() == "numa.kube: NUMA node 1 holds 64 huge pages of 2048 kB"
+
+
+def test_pages_that_cannot_be_had_fail_the_unit_naming_the_shortfall(tmp_path):
+    folder = tree(tmp_path)
+    (folder / "nr_hugepages").mkdir()  # a file no count can be written to: nothing allocated
+    done = run_script(tmp_path, 1, 2048, 64, 1)
+    assert done.returncode == 1
+    assert ("numa.kube: NUMA node 1 holds 0 of the 64 huge pages of 2048 kB the profile asks for (64 short after 1 s); "
+            "kubelet is held back until they are there") in done.stderr
+    # memory compaction was asked for between the tries
+    assert (tmp_path / "proc" / "sys" / "vm" / "compact_memory").read_text().strip() == "1"
+
+
+def test_a_page_size_the_kernel_lacks_fails_at_once(tmp_path):
+    tree(tmp_path)
+    done = run_script(tmp_path, 1, 4096, 1)
+    assert done.returncode == 1 and "this kernel offers no 4096 kB pages on NUMA node 1" in done.stderr
+
+
+def test_services_run_on_the_reserved_cpus():
+    assert files.affinity_dropin("0-1,8-9").endswith("[Manager]\nCPUAffinity=0-1,8-9\n")
+
+
+DEBIAN_DEFAULT = """# irqbalance is a daemon process that distributes interrupts across
+#IRQBALANCE_ONESHOT=
+#IRQBALANCE_BANNED_CPULIST=
+#IRQBALANCE_BANNED_CPUS=
+IRQBALANCE_ARGS="--policyscript=/etc/irq.sh"
+"""
+
+
+def test_irqbalance_gets_the_isolated_cpus_banned_and_keeps_every_other_line():
+    text = files.irqbalance_text(DEBIAN_DEFAULT, "2-7,10-15", "/etc/default/irqbalance")
+    assert text == DEBIAN_DEFAULT + ("# numa.kube's node profile: no interrupts balanced onto the isolated CPUs\n"
+                                     "IRQBALANCE_BANNED_CPULIST=2-7,10-15\n")
+    # run again with another list: the one setting replaced in place, nothing added
+    again = files.irqbalance_text(text, "4-7", "/etc/default/irqbalance")
+    assert again == text.replace("=2-7,10-15", "=4-7")
+    assert files.irqbalance_text(again, "4-7", "/etc/default/irqbalance") == again
+    assert files.irqbalance_text(None, "1", "/etc/sysconfig/irqbalance").endswith("IRQBALANCE_BANNED_CPULIST=1\n")
+
+
+def test_an_older_banned_mask_is_refused_by_name():
+    with pytest.raises(ProfileError, match=r"/etc/sysconfig/irqbalance sets IRQBALANCE_BANNED_CPUS \(fc\)"):
+        files.irqbalance_text("IRQBALANCE_BANNED_CPUS=fc\n", "2-7", "/etc/sysconfig/irqbalance")
+    # empty or commented out: nothing to disagree with
+    assert files.irqbalance_text("IRQBALANCE_BANNED_CPUS=\n", "2-7", "x").endswith("IRQBALANCE_BANNED_CPULIST=2-7\n")
