@@ -111,8 +111,8 @@ def test_every_profile_numa_kube_plans_is_one_kubelet_starts_on(oracle):
     answers = oracle.ask(requests)
     disagreements, tally = [], {}
     for (cores, smt, profile, nosmt, planned, problems, when), answer in zip(cases, answers):
-        where = "cores per node %s, smt %d%s, profile %s, %s" % (cores, smt, ", nosmt planned" if nosmt else "",
-                                                                profile, when)
+        where = "cores per node %s, smt %d%s, profile %s, %s" % (
+            cores, smt, ", nosmt planned" if nosmt else "", profile, when)
         if planned is not None:
             key = ("planned", when, "kubelet starts" if answer["ok"] else "kubelet refuses")
             if not answer["ok"]:
