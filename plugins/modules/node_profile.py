@@ -17,15 +17,18 @@ description:
     containerd, interrupts, kernel threads), and isolated ones, left to pods, and plans what follows
     from the split, read from the node's own topology; huge pages are planned per size and NUMA node.
   - "The plan holds the kubelet fields (the static CPU Manager with C(reservedSystemCPUs),
-    C(full-pcpus-only), C(strict-cpu-reservation) where the kubelet version has it on by default,
+    C(full-pcpus-only), C(strict-cpu-reservation) where the kubelet version takes it without a feature gate,
     C(max-allowable-numa-nodes) above 8 NUMA nodes), the kernel parameters (C(isolcpus=managed_irq,...),
     C(nohz_full), C(rcu_nocbs), C(irqaffinity); C(hugepagesz) and C(hugepages) in the per-node form for
     1 GiB pages), irqbalance's banned CPUs and systemd's C(CPUAffinity)."
   - Refuses, with every problem at once and before anything changes, a profile that kubelet or the
     kernel would refuse in the field - reserved and isolated CPUs that overlap, leave an online CPU
     out or name an offline one; no reserved or no isolated CPU; a core whose SMT siblings are split
-    while C(full_pcpus_only) is on; reserved CPUs that a planned C(nosmt) takes offline at the next
-    boot; huge pages of a size the node does not offer or more than a NUMA node's memory holds.
+    while C(full_pcpus_only) is on; CPU 0 isolated (the kernel keeps its timekeeping tick); CPUs
+    present but offline; reserved CPUs that a planned C(nosmt) (or a mitigation turning SMT off)
+    takes offline at the next boot; a kernel built without the options the parameters need; huge
+    pages of a size the node does not offer, on a kernel without NUMA nodes, or leaving less than a
+    tenth of a NUMA node's memory beside the system's reservation.
   - Reads only; never changes the node. Point O(sysfs_root) and O(procfs_root) at a recorded tree to
     plan for a machine the controller cannot reach.
 author:
@@ -43,8 +46,9 @@ options:
         type: str
       reserved_per_node:
         description:
-          - The number of reserved CPUs on each NUMA node of O(profile.reserved_nodes), taken in whole
-            cores (a core's threads together) from the lowest-numbered core up.
+          - The number of reserved CPUs on each NUMA node of O(profile.reserved_nodes), taken core by
+            core (a core's threads together) from the lowest-numbered core up; with
+            O(profile.full_pcpus_only=false) the last core taken may be split.
         type: int
       reserved_nodes:
         description:
@@ -65,7 +69,9 @@ options:
       strict_cpu_reservation:
         description:
           - Keep the pods of the shared pool off the reserved CPUs (kubelet's C(strict-cpu-reservation)).
-            Unset, it is on where the kubelet version has it on by default (1.33 and newer).
+            Unset, it is asked for where O(kubelet_version) is known and takes it without a feature
+            gate (1.33 and newer); V(false) with O(profile.balance_isolated=false) is required, as
+            the shared pool would otherwise run only on CPUs the scheduler does not balance.
         type: bool
       balance_isolated:
         description:
@@ -105,6 +111,13 @@ options:
       - The kernel release the profile boots (C(6.1.0-28-amd64)). Default the running one, from
         O(procfs_root)C(/sys/kernel/osrelease).
     type: str
+  kernel_config:
+    description:
+      - The build configuration of the kernel the profile boots. Default C(/boot/config-<release>) of
+        O(kernel_release) (or the running kernel). A kernel built without C(CONFIG_CPU_ISOLATION),
+        C(CONFIG_NO_HZ_FULL) or C(CONFIG_RCU_NOCB_CPU) ignores the profile's parameters, and the profile
+        is refused there; where the file cannot be read, this is not checked.
+    type: path
   kernel_args:
     description:
       - The kernel parameters the same run sets, in the form C(name=value). A C(nosmt) among them
@@ -261,6 +274,7 @@ def main():
             )),
             kubelet_version=dict(type="str"),
             kernel_release=dict(type="str"),
+            kernel_config=dict(type="path"),
             kernel_args=dict(type="list", elements="str", default=[]),
             reserved_memory=dict(type="dict", default={}),
             sysfs_root=dict(type="path", default="/sys"),

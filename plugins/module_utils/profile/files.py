@@ -31,33 +31,49 @@ _OLD_MASK = re.compile(r"^\s*(?:export\s+)?IRQBALANCE_BANNED_CPUS\s*=\s*(\S*)")
 
 # POSIX sh, for any node: no bash, no Python needed at boot
 _SCRIPT_TEXT = """#!/bin/sh
-# numa.kube: put COUNT huge pages of SIZE kB on NUMA node NODE and prove they are there.
+# numa.kube: put COUNT huge pages of SIZE kB on NUMA node NODE and prove they are there (--check:
+# only prove it, for pages the kernel command line allocates at boot).
 # Run by numa-kube-hugepages-node<NODE>-<SIZE>kB.service before kubelet, which requires that unit:
 # when the pages are short, this exits non-zero, the unit fails and kubelet does not start.
-# Usage: hugepages NODE SIZE_KB COUNT [SECONDS]
+# Usage: hugepages [--check] NODE SIZE_KB COUNT [SECONDS]
 # (NUMA_KUBE_SYSFS and NUMA_KUBE_PROCFS move /sys and /proc, for the tests)
 set -u
+check=
+if [ "${1:-}" = --check ]; then check=1; shift; fi
 node=$1 size=$2 want=$3 seconds=${4:-%(seconds)d}
 sys=${NUMA_KUBE_SYSFS:-/sys} proc=${NUMA_KUBE_PROCFS:-/proc}
 file=$sys/devices/system/node/node$node/hugepages/hugepages-${size}kB/nr_hugepages
+unit=numa-kube-hugepages-node$node-${size}kB.service
+count() {
+  have=$(cat "$file" 2>/dev/null)
+  case $have in ''|*[!0-9]*) have=0 ;; esac
+}
 if [ ! -e "$file" ]; then
   echo "numa.kube: $file is missing: this kernel offers no ${size} kB pages on NUMA node $node" >&2
   exit 1
 fi
-end=$(( $(date +%%s) + seconds ))
-while :; do
-  echo "$want" > "$file" 2>/dev/null
-  have=$(cat "$file" 2>/dev/null)
-  case $have in ''|*[!0-9]*) have=0 ;; esac
-  [ "$have" -ge "$want" ] && break
-  [ "$(date +%%s)" -ge "$end" ] && break
-  # free contiguous memory for the next try
-  echo 1 > "$proc/sys/vm/compact_memory" 2>/dev/null
-  sleep 1
-done
+count
+before=$have
+if [ -z "$check" ]; then
+  end=$(( $(date +%%s) + seconds ))
+  while :; do
+    echo "$want" > "$file" 2>/dev/null
+    count
+    [ "$have" -ge "$want" ] && break
+    [ "$(date +%%s)" -ge "$end" ] && break
+    # free contiguous memory for the next try
+    echo 1 > "$proc/sys/vm/compact_memory" 2>/dev/null
+    sleep 1
+  done
+fi
 if [ "$have" -lt "$want" ]; then
+  if [ -z "$check" ] && [ "$have" != "$before" ]; then
+    # give back what this try took: a short pool serves no one
+    echo "$before" > "$file" 2>/dev/null
+  fi
   echo "numa.kube: NUMA node $node holds $have of the $want huge pages of $size kB the profile asks for" \\
-       "($(( want - have )) short after ${seconds} s); kubelet is held back until they are there" >&2
+       "($(( want - have )) short); kubelet does not start without them. Free memory on that node or ask" \\
+       "for fewer pages, then: systemctl restart $unit and start kubelet again" >&2
   exit 1
 fi
 echo "numa.kube: NUMA node $node holds $have huge pages of $size kB"
@@ -69,32 +85,33 @@ def unit_name(page):
 
 
 def hugepage_files(hugepages, service):
-    """{path: text} of the script, one unit per runtime page entry, and the drop-in that makes
-    ``service`` (kubelet.service, rke2-agent.service, k3s.service...) require them; {} when the
-    profile allocates no pages at runtime."""
-    runtime = [page for page in hugepages if page["at"] == "runtime"]
-    if not runtime:
+    """{path: text} of the script, one unit per page entry (allocating runtime pages, checking those
+    the kernel command line allocates at boot), and the drop-in that makes ``service``
+    (kubelet.service, rke2-agent.service, k3s.service...) require them; {} without huge pages."""
+    if not hugepages:
         return {}
     files = {SCRIPT: _SCRIPT_TEXT}
     names = []
-    for page in runtime:
+    for page in hugepages:
         name = unit_name(page)
         names.append(name)
         files["%s/%s" % (UNIT_DIR, name)] = (
             "# numa.kube's node profile\n"
             "[Unit]\n"
-            "Description=numa.kube: %(count)d huge pages of %(size_kb)d kB on NUMA node %(node)d\n"
+            "Description=numa.kube: %(count)d huge pages of %(size_kb)d kB on NUMA node %(node)d%(how)s\n"
             "Before=%(service)s\n"
             "\n"
             "[Service]\n"
             "Type=oneshot\n"
             "RemainAfterExit=yes\n"
-            "ExecStart=%(script)s %(node)d %(size_kb)d %(count)d\n"
+            "ExecStart=%(script)s %(check)s%(node)d %(size_kb)d %(count)d\n"
             "TimeoutStartSec=%(timeout)d\n"
             "\n"
             "[Install]\n"
             "WantedBy=multi-user.target\n"
-            % dict(page, service=service, script=SCRIPT, timeout=ALLOCATION_SECONDS + 60))
+            % dict(page, service=service, script=SCRIPT, timeout=ALLOCATION_SECONDS + 60,
+                   check="--check " if page["at"] == "boot" else "",
+                   how=" (allocated at boot)" if page["at"] == "boot" else ""))
     files["%s/%s.d/%s" % (UNIT_DIR, service, KUBELET_DROPIN)] = (
         "# numa.kube's node profile: no start without the huge pages the profile asks for\n"
         "[Unit]\n"
@@ -119,7 +136,7 @@ def irqbalance_text(current, banned, path):
     lines = (current or "").splitlines()
     for line in lines:
         match = _OLD_MASK.match(line)
-        if match and match.group(1).strip("\"'"):
+        if match and match.group(1).strip("\"'").strip("0,"):
             raise ProfileError("%s sets IRQBALANCE_BANNED_CPUS (%s), the older mask irqbalance reads beside "
                                "IRQBALANCE_BANNED_CPULIST; the profile bans CPUs %s with the list: remove or comment "
                                "out that line" % (path, match.group(1), banned))

@@ -13,7 +13,7 @@ import os
 import re
 
 from ansible_collections.numa.kube.plugins.module_utils.kubelet.node import parse_kubelet_version
-from ansible_collections.numa.kube.plugins.module_utils.numa.sysfs import SysfsReader, format_cpu_list, read_file
+from ansible_collections.numa.kube.plugins.module_utils.numa.sysfs import SysfsReader, format_cpu_list, parse_cpu_list, read_file
 from ansible_collections.numa.kube.plugins.module_utils.profile.plan import ProfileError, cores_of, plan
 from ansible_collections.numa.kube.plugins.module_utils.quantity import Quantity, QuantityError
 
@@ -46,16 +46,35 @@ def primary_threads(cpuinfo_text, cores):
     return sorted(min(threads, key=lambda cpu: apic[cpu]) for threads in cores.values())
 
 
-def _reserved_memory(raw):
-    """{NUMA node: bytes} from {node: quantity}; ValueError naming the entry."""
+def kernel_config(text):
+    """{CONFIG_NAME: value} of a kernel's build configuration (``/boot/config-<release>``)."""
+    result = {}
+    for line in (text or "").splitlines():
+        name, sep, value = line.strip().partition("=")
+        if sep and name.startswith("CONFIG_"):
+            result[name] = value.strip('"')
+    return result
+
+
+def _reserved_memory(raw, node_ids):
+    """{NUMA node: bytes} from {node: quantity}; ValueError naming the entry: a node id of this machine
+    given once, a quantity of memory of at least zero."""
     result = {}
     for node, value in (raw or {}).items():
         try:
-            number = int(node)
-            quantity = Quantity.parse(str(value))
+            number = int(str(node))
+            quantity = Quantity.parse(value if isinstance(value, int) else str(value))
         except (ValueError, QuantityError) as exc:
             raise ValueError("reserved_memory: %r: %r is not a NUMA node id with a memory quantity such as 1Gi (%s)"
                              % (node, value, exc))
+        if number not in node_ids:
+            raise ValueError("reserved_memory: %r is not a NUMA node of this machine (nodes: %s)"
+                             % (node, ", ".join(str(n) for n in node_ids)))
+        if number in result:
+            raise ValueError("reserved_memory: NUMA node %d is given twice (%r); give each node once" % (number, node))
+        if quantity.value < 0:
+            raise ValueError("reserved_memory: %r: %r is negative; give the memory reserved there, 0 or more"
+                             % (node, value))
         result[number] = int(quantity.value)
     return result
 
@@ -73,14 +92,24 @@ def run(params):
         return None, ProfileError("kubelet_version: %r is not a version such as 1.36.3 or v1.36.3"
                                   % params["kubelet_version"])
     try:
-        reserved_memory = _reserved_memory(params.get("reserved_memory"))
+        reserved_memory = _reserved_memory(params.get("reserved_memory"), [node["id"] for node in topology["nodes"]])
     except ValueError as exc:
         return None, ProfileError(str(exc))
     primaries = primary_threads(read_file(os.path.join(params["procfs_root"], "cpuinfo")), cores)
+    cpu_dir = os.path.join(params["sysfs_root"], "devices/system/cpu")
+    present = read_file(os.path.join(cpu_dir, "present"))
+    try:
+        offline = sorted(set(parse_cpu_list(present)) - set(cpu["id"] for cpu in topology["cpus"])) if present else []
+    except ValueError:
+        offline = []
+    smt_control = (read_file(os.path.join(cpu_dir, "smt/control")) or "").strip() or None
+    config_path = params.get("kernel_config") or ("/boot/config-%s" % kernel_release if kernel_release else None)
+    config_text = read_file(config_path) if config_path else None
     try:
         planned = plan(topology, params["profile"], kubelet_version=kubelet_version,
                        kernel_release=parse_release(kernel_release), kernel_args=params.get("kernel_args") or (),
-                       primary_threads=primaries, reserved_memory=reserved_memory)
+                       primary_threads=primaries, reserved_memory=reserved_memory, offline_cpus=offline,
+                       smt_control=smt_control, kernel_config=kernel_config(config_text) if config_text else None)
     except ProfileError as exc:
         return None, exc
     planned["smt"] = {

@@ -26,10 +26,11 @@ from ansible_collections.numa.kube.plugins.module_utils.kubelet.config import pa
 from ansible_collections.numa.kube.plugins.module_utils.numa.sysfs import format_cpu_list
 
 # kubelet versions (k8s.io/kubernetes pkg/kubelet/cm/cpumanager/policy_options.go and the KEPs):
-# strict-cpu-reservation was alpha in 1.32 (behind CPUManagerPolicyAlphaOptions), beta and on by
-# default from 1.33, stable from 1.35; full-pcpus-only is on by default in every supported kubelet.
+# strict-cpu-reservation (an option a configuration asks for, never on by itself) came in 1.32 as
+# alpha, behind CPUManagerPolicyAlphaOptions; from 1.33 (beta) kubelet takes it without a feature
+# gate, stable from 1.35. full-pcpus-only needs no gate in any kubelet numa.kube supports.
 STRICT_CPU_RESERVATION_SINCE = (1, 33)
-# the Topology Manager's max-allowable-numa-nodes: beta and on by default from 1.31
+# the Topology Manager's max-allowable-numa-nodes: taken without a feature gate from 1.31 (beta)
 MAX_ALLOWABLE_NUMA_NODES_SINCE = (1, 31)
 # above this many NUMA nodes kubelet refuses a Topology Manager policy without that option
 DEFAULT_MAX_NUMA_NODES = 8
@@ -43,8 +44,12 @@ GIGANTIC_PAGE_BYTES = 1 << 30
 _SIZE = re.compile(r"^\s*([0-9]+)\s*(kB|KB|K|Ki|M|Mi|MB|G|Gi|GB)\s*\Z")
 _SIZE_UNITS = {"kB": 1 << 10, "KB": 1 << 10, "K": 1 << 10, "Ki": 1 << 10, "M": 1 << 20, "Mi": 1 << 20, "MB": 1 << 20,
                "G": 1 << 30, "Gi": 1 << 30, "GB": 1 << 30}
-# the kernel parameters that turn SMT off at the next boot
-_NOSMT = re.compile(r"^(nosmt(=force)?|mitigations=.*\bnosmt\b.*)\Z")
+# the kernel parameters that turn SMT off at the next boot: nosmt itself, and the mitigations that
+# take it off with them (mitigations=auto,nosmt, mds=full,nosmt, l1tf=full, retbleed=...,nosmt...)
+_NOSMT = re.compile(r"^(nosmt(=force)?|[a-z_]+=(?:[a-z_]+,)*nosmt(?:,[a-z_]+)*|l1tf=full(,force)?)\Z")
+# the part of a node's memory huge pages and the system reservation together leave to the kernel
+# and the pods' ordinary memory
+MEMORY_LEFT = 10
 
 
 class ProfileError(ProblemsError):
@@ -161,6 +166,11 @@ def _split(problems, profile, topology, cores, node_cpus):
 
 def _check_split(problems, reserved, isolated, online, going=(), nosmt=None):
     online_set = set(online)
+    if 0 in online_set and 0 not in set(reserved):
+        problems.append("CPU 0 is not reserved: the kernel keeps the timekeeping tick on the boot CPU and drops it from "
+                        "nohz_full ('Clearing 0 from nohz_full range for timekeeping'), so it cannot be isolated as "
+                        "planned; reserve CPU 0 (reserved_nodes including its NUMA node, or a reserved list naming "
+                        "it)")
     for name, cpus in (("reserved", reserved), ("isolated", isolated)):
         leaving = sorted(set(cpus) & set(going))
         if leaving:
@@ -236,6 +246,10 @@ def _hugepages(problems, profile, topology, kernel_release, reserved_memory):
     (written to sysfs by a unit before kubelet) and boot pages (gigantic, on the command line)."""
     nodes = dict((node["id"], node) for node in topology["nodes"])
     planned, per_node = [], {}
+    if profile.get("hugepages") and topology.get("numa_enabled") is False:
+        problems.append("hugepages: this kernel shows no NUMA nodes (no /sys/devices/system/node), so there are no "
+                        "per-node pools to fill; boot a kernel with NUMA support, or leave hugepages out")
+        return []
     seen = set()
     for index, entry in enumerate(profile.get("hugepages") or []):
         where = "hugepages[%d]" % index
@@ -272,11 +286,12 @@ def _hugepages(problems, profile, topology, kernel_release, reserved_memory):
     for node, total in sorted(per_node.items()):
         memory = nodes[node].get("memory_total_bytes") or 0
         kept = (reserved_memory or {}).get(node, 0)
-        if total + kept > memory:
-            problems.append("hugepages: %d MiB of huge pages on NUMA node %d%s exceed its %d MiB of memory; ask for "
-                            "fewer pages there, or put some on another node"
+        if (total + kept) * 100 > memory * (100 - MEMORY_LEFT):
+            problems.append("hugepages: %d MiB of huge pages on NUMA node %d%s leave less than a %s of its %d MiB of "
+                            "memory to the kernel and the pods' ordinary memory; ask for fewer pages there, or put "
+                            "some on another node"
                             % (total >> 20, node, " with the %d MiB reserved for the system" % (kept >> 20) if kept else "",
-                               memory >> 20))
+                               "tenth" if MEMORY_LEFT == 10 else "%d%%" % MEMORY_LEFT, memory >> 20))
     boot = [page for page in planned if page["at"] == "boot"]
     if len(set(page["size"] for page in boot)) > 1:
         problems.append("hugepages: boot-time pages of more than one size (%s): the kernel command line can hold one "
@@ -294,13 +309,19 @@ def _kubelet_fields(problems, profile, reserved, topology, kubelet_version):
     if profile.get("full_pcpus_only", True):
         options["full-pcpus-only"] = "true"
     strict = profile.get("strict_cpu_reservation")
-    supported = _version_at_least(kubelet_version, STRICT_CPU_RESERVATION_SINCE)
-    if strict and not supported:
-        problems.append("strict_cpu_reservation: kubelet %s has strict-cpu-reservation only as an alpha option "
-                        "(on by default from 1.33); leave strict_cpu_reservation unset or false there"
-                        % ".".join(str(part) for part in kubelet_version))
+    # unset: asked for where kubelet is known to take it without a feature gate
+    supported = kubelet_version is not None and _version_at_least(kubelet_version, STRICT_CPU_RESERVATION_SINCE)
+    if strict and kubelet_version is not None and not supported:
+        problems.append("strict_cpu_reservation: kubelet %s takes strict-cpu-reservation only from 1.33 without a "
+                        "feature gate (1.32 has it behind CPUManagerPolicyAlphaOptions, older ones not at all); leave "
+                        "strict_cpu_reservation unset or false there" % ".".join(str(part) for part in kubelet_version))
     elif strict or (strict is None and supported):
         options["strict-cpu-reservation"] = "true"
+        if not profile.get("balance_isolated", True):
+            problems.append("balance_isolated false with strict-cpu-reservation: the pods of kubelet's shared pool "
+                            "would all run on isolated CPUs that the kernel's scheduler does not balance "
+                            "(isolcpus=domain), and pile up on the first of them; keep balance_isolated true, or set "
+                            "strict_cpu_reservation false")
     fields = {"cpuManagerPolicy": "static", "reservedSystemCPUs": format_cpu_list(reserved),
               "cpuManagerPolicyOptions": options}
     count = len(topology["nodes"])
@@ -326,19 +347,50 @@ def _kernel_args(profile, reserved, isolated, hugepages):
     return args
 
 
+# what the kernel must be built with for each parameter to do anything (it ignores them otherwise)
+KERNEL_OPTIONS = (("CONFIG_CPU_ISOLATION", "isolcpus"), ("CONFIG_NO_HZ_FULL", "nohz_full"),
+                  ("CONFIG_RCU_NOCB_CPU", "rcu_nocbs"))
+
+
+def _check_kernel_config(problems, kernel_config, kernel_release):
+    """The running (or given) kernel's build options, when its config is known ({name: value})."""
+    if kernel_config is None:
+        return
+    missing = ["%s (%s)" % (parameter, option) for option, parameter in KERNEL_OPTIONS
+               if kernel_config.get(option) != "y"]
+    if missing:
+        problems.append("kernel %s is built without %s: the profile's parameters would be ignored; boot a kernel "
+                        "built with them" % (kernel_release or "(unknown release)", ", ".join(missing)))
+
+
+def _check_offline(problems, offline, smt_control):
+    """CPUs present but offline come back at some boot: a profile planned without them would split
+    their cores or leave them in neither set, and kubelet's CPU state would no longer match. Only
+    the threads SMT control keeps offline (nosmt) are expected to stay so."""
+    if offline and smt_control not in ("off", "forceoff"):
+        problems.append("CPU(s) %s are present but offline (SMT control: %s): a profile planned without them would "
+                        "leave them in neither set, or split their cores, once they come back; bring them online and "
+                        "plan again" % (_cpus(offline), smt_control or "unknown"))
+
+
 def plan(topology, profile, kubelet_version=None, kernel_release=None, kernel_args=(), primary_threads=None,
-         reserved_memory=None):
+         reserved_memory=None, offline_cpus=(), smt_control=None, kernel_config=None):
     """The profile's plan for this node, or ProfileError with every rule it breaks.
 
     ``topology``: ``SysfsReader.read()``; ``profile``: reserved (a CPU list) or reserved_per_node (a
     count, on reserved_nodes or every node with CPUs), isolated (a CPU list, or "rest"),
-    full_pcpus_only (default true), strict_cpu_reservation (default: where kubelet has it on by
-    default), balance_isolated (default true; false adds isolcpus' domain flag), hugepages (a list
+    full_pcpus_only (default true), strict_cpu_reservation (default: asked for where kubelet is known
+    to take it without a feature gate), balance_isolated (default true; false adds isolcpus' domain flag), hugepages (a list
     of {size, node, count}). ``kubelet_version`` and ``kernel_release``: (major, minor, ...) when
     known; ``kernel_args``: the parameters the run will set (a planned ``nosmt``);
     ``primary_threads``: the CPUs that stay online with SMT off (lowest APIC id of each core);
-    ``reserved_memory``: {NUMA node: bytes} kept for the system by kubelet's reservedMemory."""
+    ``reserved_memory``: {NUMA node: bytes} kept for the system by kubelet's reservedMemory;
+    ``offline_cpus``: CPUs present but offline, and ``smt_control`` (``/sys/devices/system/cpu/smt/control``):
+    only those nosmt keeps offline are expected; ``kernel_config``: {CONFIG_...: value} of the kernel
+    the profile boots, when known."""
     problems = []
+    _check_offline(problems, sorted(offline_cpus or ()), smt_control)
+    _check_kernel_config(problems, kernel_config, ".".join(str(part) for part in kernel_release or ()))
     topology, going, nosmt = _after_reboot(problems, topology, cores_of(topology), kernel_args, primary_threads)
     online = sorted(cpu["id"] for cpu in topology["cpus"])
     cores = cores_of(topology)

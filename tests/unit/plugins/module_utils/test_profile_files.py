@@ -24,6 +24,7 @@ def test_one_unit_per_runtime_page_entry_and_kubelet_requires_them_all():
     written = files.hugepage_files(PAGES, "kubelet.service")
     assert sorted(written) == [
         "/etc/systemd/system/kubelet.service.d/50-numa-kube-hugepages.conf",
+        "/etc/systemd/system/numa-kube-hugepages-node0-1048576kB.service",
         "/etc/systemd/system/numa-kube-hugepages-node0-2048kB.service",
         "/etc/systemd/system/numa-kube-hugepages-node1-2048kB.service",
         files.SCRIPT]
@@ -32,14 +33,16 @@ def test_one_unit_per_runtime_page_entry_and_kubelet_requires_them_all():
     assert "Type=oneshot\nRemainAfterExit=yes\n" in unit and "Before=kubelet.service\n" in unit
     dropin = written["/etc/systemd/system/kubelet.service.d/50-numa-kube-hugepages.conf"]
     # Requires, not only an order: a failed allocation stops kubelet's start
-    assert ("Requires=numa-kube-hugepages-node1-2048kB.service numa-kube-hugepages-node0-2048kB.service\n"
-            in dropin)
-    assert "After=numa-kube-hugepages-node1-2048kB.service numa-kube-hugepages-node0-2048kB.service\n" in dropin
+    names = ("numa-kube-hugepages-node1-2048kB.service numa-kube-hugepages-node0-1048576kB.service "
+             "numa-kube-hugepages-node0-2048kB.service")
+    assert "Requires=%s\n" % names in dropin and "After=%s\n" % names in dropin
+    # pages the kernel command line allocates at boot are checked, not written
+    boot = written["/etc/systemd/system/numa-kube-hugepages-node0-1048576kB.service"]
+    assert "ExecStart=/usr/local/libexec/numa-kube/hugepages --check 0 1048576 2\n" in boot
     # RKE2's kubelet runs under rke2-agent
     assert "/etc/systemd/system/rke2-agent.service.d/50-numa-kube-hugepages.conf" in files.hugepage_files(
         PAGES, "rke2-agent.service")
-    # boot pages alone need no unit
-    assert files.hugepage_files([PAGES[1]], "kubelet.service") == {}
+    assert files.hugepage_files([], "kubelet.service") == {}
 
 
 def tree(tmp_path, node=1, size_kb=2048):
@@ -72,10 +75,22 @@ def test_pages_that_cannot_be_had_fail_the_unit_naming_the_shortfall(tmp_path):
     (folder / "nr_hugepages").mkdir()  # a file no count can be written to: nothing allocated
     done = run_script(tmp_path, 1, 2048, 64, 1)
     assert done.returncode == 1
-    assert ("numa.kube: NUMA node 1 holds 0 of the 64 huge pages of 2048 kB the profile asks for (64 short after 1 s); "
-            "kubelet is held back until they are there") in done.stderr
+    assert ("numa.kube: NUMA node 1 holds 0 of the 64 huge pages of 2048 kB the profile asks for (64 short); kubelet "
+            "does not start without them. Free memory on that node or ask for fewer pages, then: systemctl restart "
+            "numa-kube-hugepages-node1-2048kB.service and start kubelet again") in done.stderr
     # memory compaction was asked for between the tries
     assert (tmp_path / "proc" / "sys" / "vm" / "compact_memory").read_text().strip() == "1"
+
+
+def test_boot_pages_are_checked_and_never_written(tmp_path):
+    folder = tree(tmp_path, node=0, size_kb=1048576)
+    (folder / "nr_hugepages").write_text("1\n")
+    short = run_script(tmp_path, "--check", 0, 1048576, 2)
+    assert short.returncode == 1 and "holds 1 of the 2 huge pages of 1048576 kB" in short.stderr
+    assert (folder / "nr_hugepages").read_text() == "1\n"
+    assert not (tmp_path / "proc" / "sys" / "vm" / "compact_memory").exists()
+    (folder / "nr_hugepages").write_text("2\n")
+    assert run_script(tmp_path, "--check", 0, 1048576, 2).returncode == 0
 
 
 def test_a_page_size_the_kernel_lacks_fails_at_once(tmp_path):
@@ -110,5 +125,6 @@ def test_irqbalance_gets_the_isolated_cpus_banned_and_keeps_every_other_line():
 def test_an_older_banned_mask_is_refused_by_name():
     with pytest.raises(ProfileError, match=r"/etc/sysconfig/irqbalance sets IRQBALANCE_BANNED_CPUS \(fc\)"):
         files.irqbalance_text("IRQBALANCE_BANNED_CPUS=fc\n", "2-7", "/etc/sysconfig/irqbalance")
-    # empty or commented out: nothing to disagree with
-    assert files.irqbalance_text("IRQBALANCE_BANNED_CPUS=\n", "2-7", "x").endswith("IRQBALANCE_BANNED_CPULIST=2-7\n")
+    # empty, all zero or commented out: nothing to disagree with
+    for line in ("IRQBALANCE_BANNED_CPUS=\n", "IRQBALANCE_BANNED_CPUS=00000000,00000000\n", "#IRQBALANCE_BANNED_CPUS=f\n"):
+        assert files.irqbalance_text(line, "2-7", "x").endswith("IRQBALANCE_BANNED_CPULIST=2-7\n")

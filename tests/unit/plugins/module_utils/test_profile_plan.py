@@ -75,8 +75,13 @@ def test_half_a_core_with_full_pcpus_only_is_refused_and_allowed_without_it(smt)
 
 
 def test_reserved_nodes_choose_where_the_system_runs(smt):
-    assert plan(smt, {"reserved_per_node": 2, "reserved_nodes": [1]})["reserved"] == "1,9"
-    found = problems_of(smt, {"reserved_per_node": 2, "reserved_nodes": [1, 7]})
+    assert plan(smt, {"reserved_per_node": 2, "reserved_nodes": [0]})["reserved"] == "0,8"
+    # the boot CPU keeps the timekeeping tick: it cannot be isolated
+    assert problems_of(smt, {"reserved_per_node": 2, "reserved_nodes": [1]}) == [
+        "CPU 0 is not reserved: the kernel keeps the timekeeping tick on the boot CPU and drops it from nohz_full "
+        "('Clearing 0 from nohz_full range for timekeeping'), so it cannot be isolated as planned; reserve CPU 0 "
+        "(reserved_nodes including its NUMA node, or a reserved list naming it)"]
+    found = problems_of(smt, {"reserved_per_node": 2, "reserved_nodes": [0, 7]})
     assert found == ["reserved_nodes: NUMA node(s) 7 have no online CPUs on this node (nodes with CPUs: 0, 1); name "
                      "nodes from that list"]
 
@@ -153,7 +158,7 @@ def test_runtime_huge_pages_per_node_and_gigantic_ones_at_boot(smt):
     ({"size": "2Mi", "node": 3, "count": 1}, "hugepages[0].node: 3 is not a NUMA node of this machine (nodes: 0, 1)"),
     ({"size": "2Mi", "node": 0, "count": 0}, "hugepages[0].count: 0 must be a whole number of pages of at least 1"),
     ({"size": "big", "node": 0, "count": 1}, "hugepages[0].size: 'big' is not a huge page size such as 2Mi or 1Gi"),
-    ({"size": "1Gi", "node": 1, "count": 9}, "hugepages: 9216 MiB of huge pages on NUMA node 1 exceed its 8192 MiB"),
+    ({"size": "1Gi", "node": 1, "count": 9}, "hugepages: 9216 MiB of huge pages on NUMA node 1 leave less than a tenth of its 8192 MiB"),
 ])
 def test_huge_pages_the_node_cannot_hold_are_refused(smt, entry, expected):
     found = problems_of(smt, {"reserved_per_node": 2, "hugepages": [entry]})
@@ -161,11 +166,46 @@ def test_huge_pages_the_node_cannot_hold_are_refused(smt, entry, expected):
 
 
 def test_huge_pages_count_the_memory_reserved_for_the_system(smt):
+    # 7 GiB of an 8 GiB node: more than a tenth left; with 1 GiB reserved for the system, not
     profile = {"reserved_per_node": 2, "hugepages": [{"size": "1Gi", "node": 1, "count": 7}]}
     assert plan(smt, profile)["hugepages"][0]["count"] == 7
-    found = problems_of(smt, profile, reserved_memory={1: 2 << 30})
-    assert found == ["hugepages: 7168 MiB of huge pages on NUMA node 1 with the 2048 MiB reserved for the system exceed "
-                     "its 8192 MiB of memory; ask for fewer pages there, or put some on another node"]
+    found = problems_of(smt, profile, reserved_memory={1: 1 << 30})
+    assert found == ["hugepages: 7168 MiB of huge pages on NUMA node 1 with the 1024 MiB reserved for the system leave "
+                     "less than a tenth of its 8192 MiB of memory to the kernel and the pods' ordinary memory; ask for "
+                     "fewer pages there, or put some on another node"]
+
+
+def test_a_kernel_without_numa_has_no_per_node_pools(tmp_path):
+    flat = topology(tmp_path, sysfs_tree.non_numa())
+    assert problems_of(flat, {"reserved": "0", "hugepages": [{"size": "2Mi", "node": 0, "count": 1}]}) == [
+        "hugepages: this kernel shows no NUMA nodes (no /sys/devices/system/node), so there are no per-node pools to "
+        "fill; boot a kernel with NUMA support, or leave hugepages out"]
+    assert plan(flat, {"reserved": "0"})["isolated"] == "1-3"
+
+
+def test_cpus_present_but_offline_are_refused_unless_smt_control_keeps_them_so(smt):
+    found = problems_of(smt, {"reserved_per_node": 2}, offline_cpus=[16, 17], smt_control="on")
+    assert found == ["CPU(s) 16-17 are present but offline (SMT control: on): a profile planned without them would "
+                     "leave them in neither set, or split their cores, once they come back; bring them online and plan "
+                     "again"]
+    assert plan(smt, {"reserved_per_node": 2}, offline_cpus=[16, 17], smt_control="off")["reserved"] == "0-1,8-9"
+
+
+def test_a_kernel_built_without_the_options_ignores_the_parameters(smt):
+    built = {"CONFIG_CPU_ISOLATION": "y", "CONFIG_NO_HZ_FULL": "y", "CONFIG_RCU_NOCB_CPU": "y"}
+    assert plan(smt, {"reserved_per_node": 2}, kernel_config=built)["reserved"] == "0-1,8-9"
+    found = problems_of(smt, {"reserved_per_node": 2}, kernel_release=(6, 1, 0),
+                        kernel_config=dict(built, CONFIG_NO_HZ_FULL=None, CONFIG_RCU_NOCB_CPU="n"))
+    assert found == ["kernel 6.1.0 is built without nohz_full (CONFIG_NO_HZ_FULL), rcu_nocbs (CONFIG_RCU_NOCB_CPU): "
+                     "the profile's parameters would be ignored; boot a kernel built with them"]
+
+
+def test_more_smt_switches_than_nosmt_itself_are_seen(smt):
+    for arg in ("mds=full,nosmt", "l1tf=full,force", "retbleed=auto,nosmt", "tsx_async_abort=full,nosmt"):
+        result = plan(smt, {"reserved_per_node": 1, "full_pcpus_only": False}, kernel_args=[arg],
+                      primary_threads=list(range(8)))
+        assert result["isolated"] == "2-7", (arg, result)
+    assert plan(smt, {"reserved_per_node": 2}, kernel_args=["l1tf=flush"])["isolated"] == "2-7,10-15"
 
 
 def test_gigantic_pages_per_node_need_a_kernel_that_reads_the_node_form(smt):
@@ -182,10 +222,22 @@ def test_strict_cpu_reservation_follows_the_kubelet_version(smt):
     older = plan(smt, {"reserved_per_node": 2}, kubelet_version=(1, 32, 4))
     assert older["kubelet"]["cpuManagerPolicyOptions"] == {"full-pcpus-only": "true"}
     assert problems_of(smt, {"reserved_per_node": 2, "strict_cpu_reservation": True}, kubelet_version=(1, 32, 4)) == [
-        "strict_cpu_reservation: kubelet 1.32.4 has strict-cpu-reservation only as an alpha option (on by default "
-        "from 1.33); leave strict_cpu_reservation unset or false there"]
+        "strict_cpu_reservation: kubelet 1.32.4 takes strict-cpu-reservation only from 1.33 without a feature gate "
+        "(1.32 has it behind CPUManagerPolicyAlphaOptions, older ones not at all); leave strict_cpu_reservation unset "
+        "or false there"]
     off = plan(smt, {"reserved_per_node": 2, "strict_cpu_reservation": False}, kubelet_version=(1, 36, 0))
     assert "strict-cpu-reservation" not in off["kubelet"]["cpuManagerPolicyOptions"]
+    # a kubelet of unknown version is asked for it only when the profile says so
+    assert plan(smt, {"reserved_per_node": 2})["kubelet"]["cpuManagerPolicyOptions"] == {"full-pcpus-only": "true"}
+    assert "strict-cpu-reservation" in plan(smt, {"reserved_per_node": 2, "strict_cpu_reservation": True})[
+        "kubelet"]["cpuManagerPolicyOptions"]
+
+
+def test_unbalanced_isolated_cpus_cannot_hold_the_whole_shared_pool(smt):
+    found = problems_of(smt, {"reserved_per_node": 2, "balance_isolated": False}, kubelet_version=(1, 36, 0))
+    assert found == ["balance_isolated false with strict-cpu-reservation: the pods of kubelet's shared pool would all "
+                     "run on isolated CPUs that the kernel's scheduler does not balance (isolcpus=domain), and pile up "
+                     "on the first of them; keep balance_isolated true, or set strict_cpu_reservation false"]
 
 
 def test_isolated_cpus_leave_the_scheduler_domains_only_when_asked(smt):
@@ -270,6 +322,9 @@ def test_the_module_refuses_with_every_problem_and_the_node_read(tmp_path):
     ({"kubelet_version": "latest"}, "kubelet_version: 'latest' is not a version such as 1.36.3"),
     ({"reserved_memory": {"zero": "1Gi"}}, "reserved_memory: 'zero': '1Gi' is not a NUMA node id with a memory quantity"),
     ({"reserved_memory": {"0": "lots"}}, "reserved_memory: '0': 'lots' is not a NUMA node id"),
+    ({"reserved_memory": {"4": "1Gi"}}, "reserved_memory: '4' is not a NUMA node of this machine (nodes: 0, 1)"),
+    ({"reserved_memory": {"1": "1Gi", "01": "1Gi"}}, "reserved_memory: NUMA node 1 is given twice ('01')"),
+    ({"reserved_memory": {"1": "-8Gi"}}, "reserved_memory: '1': '-8Gi' is negative"),
 ])
 def test_the_modules_own_inputs_are_refused_by_name(tmp_path, args, expected):
     roots = write_node(tmp_path)
@@ -281,10 +336,28 @@ def test_memory_reserved_per_node_reaches_the_huge_page_check(tmp_path):
     roots = write_node(tmp_path)
     failed, result = run_module(node_profile, dict(roots, profile={
         "reserved_per_node": 2, "hugepages": [{"size": "1Gi", "node": 1, "count": 7}]}, reserved_memory={"1": "2Gi"}))
-    assert failed and "with the 2048 MiB reserved for the system exceed its 8192 MiB" in result["msg"], result
+    assert failed and "with the 2048 MiB reserved for the system leave less than a tenth of its 8192 MiB" in result[
+        "msg"], result
 
 
 def test_the_module_says_when_there_is_no_topology_to_read(tmp_path):
     failed, result = run_module(node_profile, {"sysfs_root": str(tmp_path / "none"), "procfs_root": str(tmp_path),
                                                "profile": {"reserved": "0"}})
     assert failed and "could not read the NUMA topology" in result["msg"]
+
+
+def test_the_module_reads_offline_cpus_smt_control_and_the_kernel_config(tmp_path):
+    roots = write_node(tmp_path)
+    cpu_dir = tmp_path / "sys" / "devices" / "system" / "cpu"
+    (cpu_dir / "present").write_text("0-17\n")
+    (cpu_dir / "smt").mkdir()
+    (cpu_dir / "smt" / "control").write_text("on\n")
+    config = tmp_path / "config"
+    config.write_text("CONFIG_CPU_ISOLATION=y\n# CONFIG_NO_HZ_FULL is not set\nCONFIG_RCU_NOCB_CPU=y\n")
+    failed, result = run_module(node_profile, dict(roots, profile={"reserved_per_node": 2}, kernel_config=str(config)))
+    assert failed
+    assert result["problems"] == [
+        "CPU(s) 16-17 are present but offline (SMT control: on): a profile planned without them would leave them in "
+        "neither set, or split their cores, once they come back; bring them online and plan again",
+        "kernel 6.1.0 is built without nohz_full (CONFIG_NO_HZ_FULL): the profile's parameters would be ignored; boot "
+        "a kernel built with them"]
