@@ -170,7 +170,9 @@ EXAMPLES = r"""
 
 - name: Show what the profile sets
   ansible.builtin.debug:
-    msg: "reserved {{ profile.reserved }}, isolated {{ profile.isolated }}, kernel {{ profile.kernel_args | join(' ') }}"
+    msg: >-
+      reserved {{ profile.reserved }}, isolated {{ profile.isolated }},
+      kernel {{ profile.kernel_args | join(' ') }}
 
 - name: Plan for a machine recorded elsewhere, with its kubelet's version
   numa.kube.node_profile:
