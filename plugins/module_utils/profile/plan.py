@@ -24,6 +24,7 @@ import re
 from ansible_collections.numa.kube.plugins.module_utils.errors import ProblemsError
 from ansible_collections.numa.kube.plugins.module_utils.kubelet.config import parse_kubelet_cpuset
 from ansible_collections.numa.kube.plugins.module_utils.numa.sysfs import format_cpu_list
+from ansible_collections.numa.kube.plugins.module_utils.quantity import bytes_quantity
 
 # kubelet versions (k8s.io/kubernetes pkg/kubelet/cm/cpumanager/policy_options.go and the KEPs):
 # strict-cpu-reservation (an option a configuration asks for, never on by itself) came in 1.32 as
@@ -65,11 +66,8 @@ def page_size_bytes(text):
 
 
 def size_name(size_bytes):
-    """bytes -> the name kubelet gives the resource's size: 2Mi, 1Gi."""
-    for unit, factor in (("Gi", 1 << 30), ("Mi", 1 << 20)):
-        if size_bytes % factor == 0:
-            return "%d%s" % (size_bytes // factor, unit)
-    return "%dKi" % (size_bytes // 1024)
+    """bytes -> the name kubelet gives the resource's size (2Mi, 1Gi), as the topology names it."""
+    return bytes_quantity(size_bytes).canonical()
 
 
 def _cpus(cpus):
@@ -87,7 +85,8 @@ def cores_of(topology):
 
 
 def _version_at_least(version, since):
-    return version is None or tuple(version[:2]) >= since
+    """Whether a known kubelet version is ``since`` or newer (None: the version is not known)."""
+    return None if version is None else tuple(version[:2]) >= since
 
 
 def _cpu_list(problems, name, text):
@@ -310,8 +309,8 @@ def _kubelet_fields(problems, profile, reserved, topology, kubelet_version):
         options["full-pcpus-only"] = "true"
     strict = profile.get("strict_cpu_reservation")
     # unset: asked for where kubelet is known to take it without a feature gate
-    supported = kubelet_version is not None and _version_at_least(kubelet_version, STRICT_CPU_RESERVATION_SINCE)
-    if strict and kubelet_version is not None and not supported:
+    supported = _version_at_least(kubelet_version, STRICT_CPU_RESERVATION_SINCE)
+    if strict and supported is False:
         problems.append("strict_cpu_reservation: kubelet %s takes strict-cpu-reservation only from 1.33 without a "
                         "feature gate (1.32 has it behind CPUManagerPolicyAlphaOptions, older ones not at all); leave "
                         "strict_cpu_reservation unset or false there" % ".".join(str(part) for part in kubelet_version))
@@ -326,7 +325,8 @@ def _kubelet_fields(problems, profile, reserved, topology, kubelet_version):
               "cpuManagerPolicyOptions": options}
     count = len(topology["nodes"])
     if count > DEFAULT_MAX_NUMA_NODES:
-        if not _version_at_least(kubelet_version, MAX_ALLOWABLE_NUMA_NODES_SINCE):
+        # every kubelet numa.kube supports (1.32 on) has the option: an unknown one is given it
+        if _version_at_least(kubelet_version, MAX_ALLOWABLE_NUMA_NODES_SINCE) is False:
             problems.append("this machine has %d NUMA nodes; kubelet %s refuses a Topology Manager policy above %d "
                             "and has max-allowable-numa-nodes only from 1.31: upgrade kubelet"
                             % (count, ".".join(str(part) for part in kubelet_version), DEFAULT_MAX_NUMA_NODES))
