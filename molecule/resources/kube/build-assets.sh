@@ -10,6 +10,9 @@
 # for `ctr images import`. What the guests need is also packed into a
 # read-only ext4 disk, guest.img (label numa-assets), that every guest gets attached at boot: reading
 # it is far quicker than copying through SSH into an emulated guest. Prints the assets folder on stdout.
+#
+# --go-only: only the four Go builds, printing nothing (tools/run-tiers starts them this way when a
+# run begins, beside its first tiers; vm-bed's own call then waits for each where it is under way).
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -37,14 +40,20 @@ source "$here/../../../tools/steps.sh"
 # against 169-176 s with Go's default 100 (docs/ci-times.md). It changes no output, so the builds'
 # cache keys stay as they are.
 export GOGC=${GOGC:-400} GOMEMLIMIT=${GOMEMLIMIT:-2GiB}
+# One build of each at a time: a second call waits on the first's lock, then finds its output made.
+mkdir -p "$cache"
 built=$(mktemp -d)
 pids=()
 for build in kube stacks volcano nrt-scheduler; do
-  step "go build ($build)" bash "$here/build-$build.sh" > "$built/$build" &
+  step "go build ($build)" flock "$cache/.go-build-$build.lock" bash "$here/build-$build.sh" > "$built/$build" &
   pids+=($!)
 done
 failed=0
 for pid in "${pids[@]}"; do wait "$pid" || failed=1; done
+if [ "${1:-}" = --go-only ]; then
+  rm -rf "$built"
+  exit "$failed"
+fi
 kube=$(cat "$built/kube") stacks=$(cat "$built/stacks") volcano=$(cat "$built/volcano")
 nrt_scheduler=$(cat "$built/nrt-scheduler")
 rm -rf "$built"
