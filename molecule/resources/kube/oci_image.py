@@ -40,7 +40,9 @@ def layer_bytes(rootfs):
                     tar.addfile(info)
     diff_id = "sha256:" + hashlib.sha256(raw.getvalue()).hexdigest()
     packed = io.BytesIO()
-    with gzip.GzipFile(fileobj=packed, mode="wb", mtime=0) as gz:
+    # the fastest level: 9, gzip's default, took most of the assets' last step (about 10 MB/s, some
+    # 500 MB of layers) for files a tenth smaller; inflating in the guest is as fast either way
+    with gzip.GzipFile(fileobj=packed, mode="wb", mtime=0, compresslevel=1) as gz:
         gz.write(raw.getvalue())
     return packed.getvalue(), diff_id
 
