@@ -62,8 +62,8 @@ options:
     type: path
   kubelet_version:
     description:
-      - kubelet's version (C(v1.36.3), or the output of C(kubelet --version)); read from the
-        kubelet binary when O(durable_config_dir) is set and this is omitted.
+      - kubelet's version (C(v1.36.3), or the output of C(kubelet --version)); when omitted, read
+        from the running kubelet's binary (else the one on the PATH) on the node itself (O(root) C(/)).
     type: str
   files:
     description:
@@ -202,6 +202,13 @@ ansible_facts:
           description: The file kubelet logs to when not the service's journal (RKE2), else empty.
           type: str
           sample: /var/lib/rancher/rke2/agent/logs/kubelet.log
+        version:
+          description:
+            - kubelet's version (C(1.36.3)), from O(kubelet_version) or from the running kubelet's
+              binary (else the one on the PATH) with C(--version); null where neither tells (k3s runs
+              kubelet inside its own process).
+          type: str
+          sample: 1.36.3
         files:
           description:
             - For each path of O(files), its C(checksum) (SHA-1 of the bytes, as M(ansible.builtin.stat)
@@ -272,18 +279,20 @@ def main():
 
     running = running_process("kubelet", os.path.join(params["root"], "proc"))
     version_text = params["kubelet_version"]
-    if not version_text and params["durable_config_dir"] and params["root"] == "/":
+    if not version_text and params["root"] == "/":
         binary = running[1][0] if running and os.path.isabs(running[1][0]) else module.get_bin_path("kubelet")
         if binary:
             version_text = module.run_command([binary, "--version"])[1]
+    version = parse_kubelet_version(version_text)
     try:
         node = read_node(NodeFiles(params["root"]), params["distribution"],
                          {"config_path": params["config_path"], "config_dir": params["config_dir"],
                           "durable_dir": params["durable_config_dir"],
-                          "kubelet_version": parse_kubelet_version(version_text)},
+                          "kubelet_version": version},
                          params["settings"], service_states if params["root"] == "/" else None, running)
     except KubeletNodeError as exc:
         module.fail_json(msg=" | ".join(exc.problems), problems=exc.problems)
+    node["version"] = ".".join(str(part) for part in version) if version else None
     node["files"] = dict((path, _file_summary(os.path.join(params["root"], path.lstrip("/"))))
                          for path in params["files"])
     module.exit_json(changed=False, ansible_facts={"kubelet_node": node})

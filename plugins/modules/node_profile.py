@@ -132,6 +132,12 @@ options:
         of NUMA node to quantity; huge pages must fit beside it.
     type: dict
     default: {}
+  kubelet_service:
+    description:
+      - The systemd service kubelet runs under (C(kubelet), C(rke2-agent), C(rke2-server), C(k3s-agent),
+        C(k3s)), which the huge page units hold back on a shortfall (RV(files)).
+    type: str
+    default: kubelet
   sysfs_root:
     description:
       - Folder to read sysfs from. Point it at a recorded tree to plan for another machine.
@@ -233,6 +239,29 @@ hugepages:
   type: list
   elements: dict
   sample: [{node: 1, size: 2Mi, size_kb: 2048, count: 512, at: runtime}]
+files:
+  description:
+    - Every file the profile puts on the node, each with C(path), C(content) and C(mode), which the
+      kubelet role writes with kubelet's configuration inside the rollout envelope.
+    - Huge pages, where the profile has some - the allocator script
+      C(/usr/local/libexec/numa-kube/hugepages); one oneshot unit
+      C(numa-kube-hugepages-node<N>-<size>kB.service) per size and NUMA node that allocates the pages
+      (or, for pages the kernel command line allocates at boot, checks them) and fails on a shortfall;
+      and a drop-in of O(kubelet_service) that C(Requires=) those units, so kubelet does not start
+      short of its pages.
+    - systemd's C(CPUAffinity=) (C(/etc/systemd/system.conf.d/50-numa-kube-cpu-affinity.conf)), in force
+      from the next boot.
+    - Where irqbalance's unit is installed, a drop-in of its service that bans the isolated CPUs
+      (C(IRQBALANCE_BANNED_CPULIST) from irqbalance 1.8, else the mask C(IRQBALANCE_BANNED_CPUS)); an
+      environment file of irqbalance (C(/etc/default/irqbalance), C(/etc/sysconfig/irqbalance)) that
+      sets either itself is refused, as systemd would let it win over the drop-in.
+  returned: success
+  type: list
+  elements: dict
+  sample:
+    - path: /etc/systemd/system.conf.d/50-numa-kube-cpu-affinity.conf
+      content: "[Manager]\nCPUAffinity=0-1,8-9\n"
+      mode: "0644"
 smt:
   description: Whether a core runs more than one online thread, and the threads C(nosmt) would keep (null where unknown).
   returned: success
@@ -279,13 +308,18 @@ def main():
             kernel_config=dict(type="path"),
             kernel_args=dict(type="list", elements="str", default=[]),
             reserved_memory=dict(type="dict", default={}),
+            kubelet_service=dict(type="str", default="kubelet"),
             sysfs_root=dict(type="path", default="/sys"),
             procfs_root=dict(type="path", default="/proc"),
         ),
         supports_check_mode=True,
     )
+    params = dict(module.params)
+    # on the node itself, the irqbalance version decides the form of its banned CPUs
+    binary = module.get_bin_path("irqbalance") if params["sysfs_root"] == "/" else None
+    params["irqbalance_version"] = module.run_command([binary, "--version"])[1] if binary else None
     try:
-        result, error = run(module.params)
+        result, error = run(params)
     except (SysfsError, ValueError, OSError) as exc:
         module.fail_json(msg="could not read the NUMA topology under %s: %s" % (module.params["sysfs_root"], exc))
     if error is not None:

@@ -191,3 +191,47 @@ def test_a_static_memory_change_writes_the_boot_guard_with_the_configuration(kub
     assert "ExecStartPre=-%s" % guard in write["diff"][2]["after"]
     assert not guard.exists() and not os.path.exists(GUARD_DROPIN), "check mode writes nothing"
     assert "daemon-reload" not in " ".join(cluster.systemctl())
+
+
+def test_a_node_profile_reaches_kubelet_and_what_disagrees_with_it_is_refused_first(kubelet, cluster):  # noqa: F811
+    """The node profile is planned in the kubelet role's preflight from this machine's own topology
+    (CPU 0 reserved, the rest isolated) and its fields are written with the role's; the role's own
+    settings that disagree with it stop the run before anything changes; absent takes it out."""
+    tmp_path = kubelet
+    config = tmp_path / "config.yaml"
+    profile = {"node_profile_reserved": "0", "node_profile_full_pcpus_only": False,
+               "node_profile_kubelet_version": "v1.36.3"}
+    settings = variables(tmp_path, kubelet_cpu_manager_policy_options={"distribute-cpus-across-numa": "true"},
+                         **profile)
+    rc, results, output = cluster.run(tmp_path, role("present"), **settings)
+    assert rc == 0, output[-4000:]
+    plan = played(results, "Plan the node's performance profile from its topology")[0]
+    assert plan["reserved"] == "0" and plan["kubelet"]["reservedSystemCPUs"] == "0", plan
+    written = yaml.safe_load(config.read_text())
+    print("kubelet with the profile: %s" % json.dumps(dict((k, written[k]) for k in (
+        "cpuManagerPolicy", "reservedSystemCPUs", "cpuManagerPolicyOptions"))))
+    assert written["cpuManagerPolicy"] == "static" and written["reservedSystemCPUs"] == "0"
+    # the profile's CPU Manager options beside the role's own
+    assert written["cpuManagerPolicyOptions"] == dict(plan["kubelet"]["cpuManagerPolicyOptions"],
+                                                      **{"distribute-cpus-across-numa": "true"})
+    assert written["cpuManagerPolicyOptions"]["strict-cpu-reservation"] == "true"
+    rc, results, output = cluster.run(tmp_path, role("present"), **settings)
+    assert rc == 0 and changed(results) == [], "a second run changed %s" % changed(results)
+
+    before, requests = config.read_text(), cluster.read()["requests"]
+    for clash, expected in (
+            ({"kubelet_reserved_system_cpus": "1"},
+             'kubelet_reserved_system_cpus is "1" and the node profile reserves 0: the profile decides the reserved '
+             'CPUs; leave kubelet_reserved_system_cpus empty.'),
+            ({"kubelet_cpu_manager_policy_options": {"strict-cpu-reservation": "false"}},
+             'kubelet_cpu_manager_policy_options sets strict-cpu-reservation to "false", the node profile to "true"')):
+        rc, results, output = cluster.run(tmp_path, role("present"), **dict(settings, **clash))
+        assert rc != 0, output[-4000:]
+        refused = played(results, "Check that the kubelet role's own settings agree with the profile")[0]
+        assert expected in refused["msg"], refused
+        assert not played(results, "Write the kubelet configuration")
+        assert config.read_text() == before and cluster.read()["requests"] == requests
+
+    rc, results, output = cluster.run(tmp_path, role("absent"), **settings)
+    assert rc == 0, output[-4000:]
+    assert yaml.safe_load(config.read_text()) == yaml.safe_load(KUBEADM)

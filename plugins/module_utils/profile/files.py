@@ -4,7 +4,7 @@
 """The files a node profile puts on a node, as text: the huge page allocator (one script, one oneshot
 unit per page size and NUMA node, and a drop-in that makes kubelet's service require them, so a
 shortfall holds kubelet back instead of letting it start short), systemd's CPUAffinity, and
-irqbalance's banned CPUs in the distribution's environment file.
+irqbalance's banned CPUs in a drop-in of its service.
 
 Pure functions over the plan of profile/plan.py; the role writes what they return through
 node_files, inside the rollout envelope, and records them for the way back out."""
@@ -15,19 +15,25 @@ __metaclass__ = type
 
 import re
 
+from ansible_collections.numa.kube.plugins.module_utils.numa.sysfs import format_cpu_list
 from ansible_collections.numa.kube.plugins.module_utils.profile.plan import ProfileError
 
 SCRIPT = "/usr/local/libexec/numa-kube/hugepages"
 UNIT_DIR = "/etc/systemd/system"
 AFFINITY_DROPIN = "/etc/systemd/system.conf.d/50-numa-kube-cpu-affinity.conf"
 KUBELET_DROPIN = "50-numa-kube-hugepages.conf"
-# where each family keeps irqbalance's environment file
-IRQBALANCE_FILES = {"Debian": "/etc/default/irqbalance", "RedHat": "/etc/sysconfig/irqbalance"}
+# where irqbalance's service reads its environment (Debian's family, then Red Hat's), and the unit
+# that runs it (a package's, or one of the machine's own)
+IRQBALANCE_ENV_FILES = ("/etc/default/irqbalance", "/etc/sysconfig/irqbalance")
+IRQBALANCE_UNITS = ("/etc/systemd/system/irqbalance.service", "/lib/systemd/system/irqbalance.service",
+                    "/usr/lib/systemd/system/irqbalance.service")
+IRQBALANCE_DROPIN = "/etc/systemd/system/irqbalance.service.d/50-numa-kube-banned-cpus.conf"
+# the irqbalance that reads IRQBALANCE_BANNED_CPULIST
+LIST_SINCE = (1, 8)
 # how long the script tries (compacting memory between tries) before it names the shortfall
 ALLOCATION_SECONDS = 60
 
-_BANNED = re.compile(r"^\s*(?:export\s+)?IRQBALANCE_BANNED_CPULIST\s*=")
-_OLD_MASK = re.compile(r"^\s*(?:export\s+)?IRQBALANCE_BANNED_CPUS\s*=\s*(\S*)")
+_BANNED_ANY = re.compile(r"^\s*(?:export\s+)?(IRQBALANCE_BANNED_CPU(?:S|LIST))\s*=\s*[\"']?([^\"'\s]*)")
 
 # POSIX sh, for any node: no bash, no Python needed at boot
 _SCRIPT_TEXT = """#!/bin/sh
@@ -128,28 +134,35 @@ def affinity_dropin(cpus):
             "CPUAffinity=%s\n" % cpus)
 
 
-def irqbalance_text(current, banned, path):
-    """``current`` (irqbalance's environment file, or None when it has none) with
-    IRQBALANCE_BANNED_CPULIST set to ``banned``; every other line kept. An active
-    IRQBALANCE_BANNED_CPUS (the older hex mask, which irqbalance also reads) is refused: two lists
-    of banned CPUs would disagree."""
-    lines = (current or "").splitlines()
-    for line in lines:
-        match = _OLD_MASK.match(line)
-        if match and match.group(1).strip("\"'").strip("0,"):
-            raise ProfileError("%s sets IRQBALANCE_BANNED_CPUS (%s), the older mask irqbalance reads beside "
-                               "IRQBALANCE_BANNED_CPULIST; the profile bans CPUs %s with the list: remove or comment "
-                               "out that line" % (path, match.group(1), banned))
-    setting = "IRQBALANCE_BANNED_CPULIST=%s" % banned
-    kept, placed = [], False
-    for line in lines:
-        if _BANNED.match(line):
-            if not placed:
-                kept.append(setting)
-                placed = True
-            continue
-        kept.append(line)
-    if not placed:
-        kept.append("# numa.kube's node profile: no interrupts balanced onto the isolated CPUs")
-        kept.append(setting)
-    return "\n".join(kept) + "\n"
+def cpu_mask(cpus):
+    """CPU ids as the hexadecimal mask irqbalance's IRQBALANCE_BANNED_CPUS takes (cpumask_parse_user):
+    groups of 8 digits, the highest first, separated by commas; ``[2, 3, 33]`` -> ``00000002,0000000c``."""
+    value = 0
+    for cpu in cpus:
+        value |= 1 << cpu
+    digits = "%x" % value
+    digits = digits.zfill(-(-len(digits) // 8) * 8)
+    return ",".join(digits[index:index + 8] for index in range(0, len(digits), 8))
+
+
+def irqbalance_dropin(banned, version, env_path, env_text):
+    """The drop-in of irqbalance's service that bans ``banned`` (CPU ids) from its balancing:
+    IRQBALANCE_BANNED_CPULIST from irqbalance 1.8, which reads it, else the older mask
+    IRQBALANCE_BANNED_CPUS (which every version reads). systemd lets a variable of the service's
+    EnvironmentFile win over the drop-in's Environment=, so an environment file (``env_path``,
+    ``env_text``) that sets either variable is refused: its setting would silently replace the
+    profile's."""
+    for line in (env_text or "").splitlines():
+        match = _BANNED_ANY.match(line)
+        if match:
+            raise ProfileError("%s sets %s (%s), which irqbalance would take over the profile's banned CPUs (%s): "
+                               "systemd lets the service's environment file win over numa.kube's drop-in. Remove or "
+                               "comment out that line, and the profile bans them"
+                               % (env_path, match.group(1), match.group(2) or "empty", format_cpu_list(banned)))
+    if version is not None and tuple(version[:2]) >= LIST_SINCE:
+        setting = "IRQBALANCE_BANNED_CPULIST=%s" % format_cpu_list(banned)
+    else:
+        setting = "IRQBALANCE_BANNED_CPUS=%s" % cpu_mask(banned)
+    return ("# numa.kube's node profile: no interrupts balanced onto the isolated CPUs\n"
+            "[Service]\n"
+            "Environment=%s\n" % setting)

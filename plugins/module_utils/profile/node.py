@@ -14,6 +14,9 @@ import re
 
 from ansible_collections.numa.kube.plugins.module_utils.kubelet.node import parse_kubelet_version
 from ansible_collections.numa.kube.plugins.module_utils.numa.sysfs import SysfsReader, format_cpu_list, parse_cpu_list, read_file
+from ansible_collections.numa.kube.plugins.module_utils.profile.files import (
+    AFFINITY_DROPIN, IRQBALANCE_DROPIN, IRQBALANCE_ENV_FILES, IRQBALANCE_UNITS, SCRIPT, affinity_dropin, hugepage_files,
+    irqbalance_dropin)
 from ansible_collections.numa.kube.plugins.module_utils.profile.plan import ProfileError, cores_of, plan
 from ansible_collections.numa.kube.plugins.module_utils.quantity import Quantity, QuantityError
 
@@ -112,9 +115,47 @@ def run(params):
                        smt_control=smt_control, kernel_config=kernel_config(config_text) if config_text else None)
     except ProfileError as exc:
         return None, exc
+    asked = dict((arg.split("=", 1)[0], arg) for arg in params.get("kernel_args") or ())
+    clashes = ["%s (the profile sets %s)" % (asked[arg.split("=", 1)[0]], arg)
+               for arg in planned["kernel_args"] if arg.split("=", 1)[0] in asked]
+    if clashes:
+        return None, ProfileError("kernel_args also sets what the profile sets: %s; leave those out of the kernel "
+                                  "parameters asked for (kernel_args_present), the profile decides them"
+                                  % ", ".join(clashes))
     planned["smt"] = {
         "on": any(len(threads) > 1 for threads in cores.values()),
         "primary_threads": format_cpu_list(primaries) if primaries is not None else None,
     }
     planned["kernel_release"] = kernel_release
+    try:
+        planned["files"] = profile_files(planned, params.get("kubelet_service") or "kubelet",
+                                         params.get("irqbalance_version"), params.get("etc_root") or "/")
+    except ProfileError as exc:
+        return None, exc
     return planned, None
+
+
+def parse_irqbalance_version(text):
+    """``irqbalance version 1.9.2`` -> (1, 9, 2); None when the text shows no version."""
+    match = re.search(r"(\d+)\.(\d+)(?:\.(\d+))?", text or "")
+    return tuple(int(part or 0) for part in match.groups()) if match else None
+
+
+def profile_files(planned, service, irqbalance_version, root="/"):
+    """Every file the profile puts on the node, each {path, content, mode}: the huge page allocator,
+    its units and the drop-in of kubelet's ``service`` that requires them; systemd's CPUAffinity;
+    and, where irqbalance's unit is installed, the drop-in of its service that bans the isolated
+    CPUs (read under ``root``: its unit and environment file)."""
+    found = dict(hugepage_files(planned["hugepages"], service + ".service"))
+    found[AFFINITY_DROPIN] = affinity_dropin(planned["cpu_affinity"])
+
+    def under(path):
+        return os.path.join(root, path.lstrip("/"))
+
+    if any(os.path.exists(under(unit)) for unit in IRQBALANCE_UNITS):
+        env_path = next((path for path in IRQBALANCE_ENV_FILES if os.path.exists(under(path))), None)
+        found[IRQBALANCE_DROPIN] = irqbalance_dropin(
+            parse_cpu_list(planned["irqbalance_banned_cpus"]), parse_irqbalance_version(irqbalance_version),
+            env_path, read_file(under(env_path)) if env_path else None)
+    return [{"path": path, "content": text, "mode": "0755" if path == SCRIPT else "0644"}
+            for path, text in sorted(found.items())]

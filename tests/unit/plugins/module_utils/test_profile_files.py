@@ -111,20 +111,32 @@ IRQBALANCE_ARGS="--policyscript=/etc/irq.sh"
 """
 
 
-def test_irqbalance_gets_the_isolated_cpus_banned_and_keeps_every_other_line():
-    text = files.irqbalance_text(DEBIAN_DEFAULT, "2-7,10-15", "/etc/default/irqbalance")
-    assert text == DEBIAN_DEFAULT + ("# numa.kube's node profile: no interrupts balanced onto the isolated CPUs\n"
-                                     "IRQBALANCE_BANNED_CPULIST=2-7,10-15\n")
-    # run again with another list: the one setting replaced in place, nothing added
-    again = files.irqbalance_text(text, "4-7", "/etc/default/irqbalance")
-    assert again == text.replace("=2-7,10-15", "=4-7")
-    assert files.irqbalance_text(again, "4-7", "/etc/default/irqbalance") == again
-    assert files.irqbalance_text(None, "1", "/etc/sysconfig/irqbalance").endswith("IRQBALANCE_BANNED_CPULIST=1\n")
+def test_irqbalance_gets_the_isolated_cpus_banned_in_a_drop_in_in_the_form_its_version_reads():
+    # 1.8 and newer read the list; older ones only the mask, which every version reads
+    assert files.irqbalance_dropin([2, 3, 4, 5, 6, 7, 10], (1, 9, 2), "/etc/default/irqbalance", DEBIAN_DEFAULT) == (
+        "# numa.kube's node profile: no interrupts balanced onto the isolated CPUs\n"
+        "[Service]\nEnvironment=IRQBALANCE_BANNED_CPULIST=2-7,10\n")
+    assert files.irqbalance_dropin([2, 3], (1, 7, 0), "/etc/default/irqbalance", None).endswith(
+        "Environment=IRQBALANCE_BANNED_CPUS=0000000c\n")
+    assert files.irqbalance_dropin([2, 3, 33], None, "/etc/sysconfig/irqbalance", "").endswith(
+        "Environment=IRQBALANCE_BANNED_CPUS=00000002,0000000c\n")
 
 
-def test_an_older_banned_mask_is_refused_by_name():
-    with pytest.raises(ProfileError, match=r"/etc/sysconfig/irqbalance sets IRQBALANCE_BANNED_CPUS \(fc\)"):
-        files.irqbalance_text("IRQBALANCE_BANNED_CPUS=fc\n", "2-7", "/etc/sysconfig/irqbalance")
-    # empty, all zero or commented out: nothing to disagree with
-    for line in ("IRQBALANCE_BANNED_CPUS=\n", "IRQBALANCE_BANNED_CPUS=00000000,00000000\n", "#IRQBALANCE_BANNED_CPUS=f\n"):
-        assert files.irqbalance_text(line, "2-7", "x").endswith("IRQBALANCE_BANNED_CPULIST=2-7\n")
+def test_cpu_masks_in_groups_of_eight_digits_highest_first():
+    assert files.cpu_mask([0]) == "00000001"
+    assert files.cpu_mask([31]) == "80000000"
+    assert files.cpu_mask([32]) == "00000001,00000000"
+    assert files.cpu_mask(range(1, 64)) == "ffffffff,fffffffe"
+
+
+@pytest.mark.parametrize("line", ["IRQBALANCE_BANNED_CPUS=fc", "export IRQBALANCE_BANNED_CPULIST=\"2-3\"",
+                                  "  IRQBALANCE_BANNED_CPULIST="])
+def test_an_environment_file_that_bans_cpus_itself_is_refused_by_name(line):
+    """systemd's EnvironmentFile= wins over a drop-in's Environment=: the file's setting, even an
+    empty one, would replace the profile's without a word."""
+    variable = "IRQBALANCE_BANNED_CPULIST" if "LIST" in line else "IRQBALANCE_BANNED_CPUS"
+    with pytest.raises(ProfileError, match=r"^/etc/sysconfig/irqbalance sets %s \(" % variable) as caught:
+        files.irqbalance_dropin([2, 3], (1, 9, 2), "/etc/sysconfig/irqbalance", DEBIAN_DEFAULT + line + "\n")
+    assert "Remove or comment out that line" in str(caught.value)
+    # commented out: nothing to disagree with
+    assert files.irqbalance_dropin([2, 3], (1, 9, 2), "x", "#" + line + "\n").endswith("=2-3\n")

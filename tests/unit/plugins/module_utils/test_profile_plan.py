@@ -11,7 +11,8 @@ import pytest
 
 from ansible_collections.numa.kube.plugins.module_utils.kubelet.config import KubeletConfigError, validate
 from ansible_collections.numa.kube.plugins.module_utils.numa.sysfs import SysfsReader
-from ansible_collections.numa.kube.plugins.module_utils.profile.node import parse_release, primary_threads
+from ansible_collections.numa.kube.plugins.module_utils.profile.node import (
+    parse_irqbalance_version, parse_release, primary_threads, profile_files)
 from ansible_collections.numa.kube.plugins.module_utils.profile.plan import ProfileError, cores_of, page_size_bytes, plan
 from ansible_collections.numa.kube.plugins.modules import node_profile
 from ansible_collections.numa.kube.tests.unit.plugins import sysfs_tree
@@ -305,6 +306,45 @@ def test_the_module_plans_from_a_recorded_tree_and_changes_nothing(tmp_path):
     assert result["kernel_release"] == "6.1.0-28-amd64"
     assert result["smt"] == {"on": True, "primary_threads": "0-7"}
     assert result["kernel_args"][-2:] == ["hugepagesz=1G", "hugepages=0:1"]
+    # the files that check the boot-time pages and hold kubelet back, for the kubelet service asked
+    files = dict((entry["path"], entry) for entry in result["files"])
+    assert sorted(files) == ["/etc/systemd/system.conf.d/50-numa-kube-cpu-affinity.conf",
+                             "/etc/systemd/system/kubelet.service.d/50-numa-kube-hugepages.conf",
+                             "/etc/systemd/system/numa-kube-hugepages-node0-1048576kB.service",
+                             "/usr/local/libexec/numa-kube/hugepages"]
+    assert files["/etc/systemd/system.conf.d/50-numa-kube-cpu-affinity.conf"]["content"].endswith(
+        "CPUAffinity=0-1,8-9\n")
+    assert files["/usr/local/libexec/numa-kube/hugepages"]["mode"] == "0755"
+    assert "ExecStart=/usr/local/libexec/numa-kube/hugepages --check 0 1048576 1\n" in files[
+        "/etc/systemd/system/numa-kube-hugepages-node0-1048576kB.service"]["content"]
+    failed, result = run_module(node_profile, dict(roots, profile={"reserved_per_node": 2, "hugepages": [
+        {"size": "2Mi", "node": 1, "count": 4}]}, kubelet_service="rke2-agent"), check_mode=True)
+    assert not failed, result
+    assert "Requires=numa-kube-hugepages-node1-2048kB.service\n" in dict(
+        (entry["path"], entry["content"]) for entry in result["files"])[
+        "/etc/systemd/system/rke2-agent.service.d/50-numa-kube-hugepages.conf"]
+    failed, result = run_module(node_profile, dict(roots, profile={"reserved_per_node": 2}), check_mode=True)
+    assert not failed and [entry["path"] for entry in result["files"]] == [
+        "/etc/systemd/system.conf.d/50-numa-kube-cpu-affinity.conf"], result
+
+
+def test_irqbalance_gets_its_drop_in_where_its_unit_is_installed_and_its_file_leaves_the_cpus_to_it(tmp_path):
+    planned = {"hugepages": [], "cpu_affinity": "0-1", "irqbalance_banned_cpus": "2-3"}
+    assert [entry["path"] for entry in profile_files(planned, "kubelet", None, str(tmp_path))] == [
+        "/etc/systemd/system.conf.d/50-numa-kube-cpu-affinity.conf"], "no irqbalance, no drop-in"
+    (tmp_path / "usr/lib/systemd/system").mkdir(parents=True)
+    (tmp_path / "usr/lib/systemd/system/irqbalance.service").write_text("[Service]\n")
+    (tmp_path / "etc/sysconfig").mkdir(parents=True)
+    (tmp_path / "etc/sysconfig/irqbalance").write_text("IRQBALANCE_ARGS=\n")
+    written = dict((entry["path"], entry["content"]) for entry in profile_files(
+        planned, "kubelet", "irqbalance version 1.9.4\n", str(tmp_path)))
+    assert written["/etc/systemd/system/irqbalance.service.d/50-numa-kube-banned-cpus.conf"].endswith(
+        "[Service]\nEnvironment=IRQBALANCE_BANNED_CPULIST=2-3\n")
+    (tmp_path / "etc/sysconfig/irqbalance").write_text("IRQBALANCE_BANNED_CPULIST=1\n")
+    with pytest.raises(ProfileError, match="^/etc/sysconfig/irqbalance sets IRQBALANCE_BANNED_CPULIST"):
+        profile_files(planned, "kubelet", "irqbalance version 1.9.4", str(tmp_path))
+    assert parse_irqbalance_version("irqbalance version 1.8.0") == (1, 8, 0)
+    assert parse_irqbalance_version("") is None
 
 
 def test_the_module_refuses_with_every_problem_and_the_node_read(tmp_path):
@@ -316,6 +356,20 @@ def test_the_module_refuses_with_every_problem_and_the_node_read(tmp_path):
     assert len(result["problems"]) == 2, result["problems"]
     assert "reserved: CPU(s) 8-9 are secondary threads that go offline" in result["problems"][0]
     assert "this node runs 5.10.0" in result["problems"][1]
+
+
+def test_kernel_parameters_asked_for_beside_the_profile_are_refused_where_it_sets_them(tmp_path):
+    roots = write_node(tmp_path)
+    failed, result = run_module(node_profile, dict(roots, profile={"reserved_per_node": 2},
+                                                   kernel_args=["numa_balancing=disable", "isolcpus=4-7", "nohz_full=4"]))
+    assert failed
+    assert result["problems"] == [
+        "kernel_args also sets what the profile sets: isolcpus=4-7 (the profile sets isolcpus=managed_irq,2-7,10-15), "
+        "nohz_full=4 (the profile sets nohz_full=2-7,10-15); leave those out of the kernel parameters asked for "
+        "(kernel_args_present), the profile decides them"], result
+    failed, result = run_module(node_profile, dict(roots, profile={"reserved_per_node": 2},
+                                                   kernel_args=["numa_balancing=disable"]))
+    assert not failed, result
 
 
 @pytest.mark.parametrize("args, expected", [
