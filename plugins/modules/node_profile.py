@@ -233,12 +233,18 @@ cpu_affinity:
   sample: "0-1,8-9"
 hugepages:
   description:
-    - One entry per size and NUMA node with C(node), C(size), C(size_kb), C(count) and C(at)
-      (C(runtime) or C(boot)).
+    - One entry per size and NUMA node with C(node), C(size), C(size_kb), C(count), C(at)
+      (C(runtime) or C(boot)) and C(before), the pages of that size the node held there when planned
+      (which a rollback puts back).
   returned: success
   type: list
   elements: dict
-  sample: [{node: 1, size: 2Mi, size_kb: 2048, count: 512, at: runtime}]
+  sample: [{node: 1, size: 2Mi, size_kb: 2048, count: 512, at: runtime, before: 0}]
+irqbalance_active:
+  description: Whether irqbalance runs on the node, which then restarts on its drop-in.
+  returned: success
+  type: bool
+  sample: true
 files:
   description:
     - Every file the profile puts on the node, each with C(path), C(content) and C(mode), which the
@@ -251,7 +257,8 @@ files:
       short of its pages.
     - systemd's C(CPUAffinity=) (C(/etc/systemd/system.conf.d/50-numa-kube-cpu-affinity.conf)), in force
       from the next boot.
-    - Where irqbalance's unit is installed, a drop-in of its service that bans the isolated CPUs
+    - Where irqbalance's unit is loaded (not masked; asked of the node itself, not for a recorded tree
+      under O(sysfs_root)), a drop-in of its service that bans the isolated CPUs
       (C(IRQBALANCE_BANNED_CPULIST) from irqbalance 1.8, else the mask C(IRQBALANCE_BANNED_CPUS)); an
       environment file of irqbalance (C(/etc/default/irqbalance), C(/etc/sysconfig/irqbalance)) that
       sets either itself is refused, as systemd would let it win over the drop-in.
@@ -279,11 +286,13 @@ problems:
   elements: str
 """
 
+import os
+
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.numa.kube.plugins.module_utils.errors import fail_from
 from ansible_collections.numa.kube.plugins.module_utils.numa.sysfs import SysfsError
-from ansible_collections.numa.kube.plugins.module_utils.profile.node import run
+from ansible_collections.numa.kube.plugins.module_utils.profile.node import irqbalance_on_node, run
 
 
 def main():
@@ -315,9 +324,9 @@ def main():
         supports_check_mode=True,
     )
     params = dict(module.params)
-    # on the node itself, the irqbalance version decides the form of its banned CPUs
-    binary = module.get_bin_path("irqbalance") if params["sysfs_root"] == "/" else None
-    params["irqbalance_version"] = module.run_command([binary, "--version"])[1] if binary else None
+    # irqbalance is asked about on the node itself only, not for a recorded tree
+    live = os.path.realpath(params["sysfs_root"]) == "/sys"
+    params["irqbalance"] = irqbalance_on_node(module.run_command, module.get_bin_path) if live else None
     try:
         result, error = run(params)
     except (SysfsError, ValueError, OSError) as exc:

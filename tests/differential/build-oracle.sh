@@ -25,7 +25,7 @@ work=$cache/oracle/$key/src
 rm -rf "$work" && mkdir -p "$work/oracle"
 cp "$pin/go.mod" "$pin/go.sum" "$work/"
 cp "$here"/oracle/*.go "$work/oracle/"
-(cd "$work" && CGO_ENABLED=0 go build -mod=readonly -trimpath -o "$out.tmp" ./oracle)
+(cd "$work" && CGO_ENABLED=0 go build -mod=readonly -trimpath -gcflags=all=-dwarf=false -o "$out.tmp" ./oracle)
 mv "$out.tmp" "$out"
 rm -rf "$work"
 echo "$out"

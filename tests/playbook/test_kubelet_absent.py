@@ -36,7 +36,8 @@ GUARD_DROPIN = "/etc/systemd/system/kubelet.service.d/50-numa-kube-memory-state.
 
 @pytest.fixture
 def kubelet(tmp_path, cluster):  # noqa: F811 (the fixture imported above)
-    for path in ("/var/lib/kubelet", "/etc/default/kubelet", "/etc/sysconfig/kubelet", GUARD_DROPIN):
+    for path in ("/var/lib/kubelet", "/etc/default/kubelet", "/etc/sysconfig/kubelet", GUARD_DROPIN,
+                 "/etc/systemd/system.conf.d/50-numa-kube-cpu-affinity.conf", "/usr/local/libexec/numa-kube"):
         if os.path.exists(path):
             pytest.skip("this machine has %s: the role would read or change it" % path)
     (tmp_path / "config.yaml").write_text(KUBEADM)
@@ -193,30 +194,36 @@ def test_a_static_memory_change_writes_the_boot_guard_with_the_configuration(kub
     assert "daemon-reload" not in " ".join(cluster.systemctl())
 
 
-def test_a_node_profile_reaches_kubelet_and_what_disagrees_with_it_is_refused_first(kubelet, cluster):  # noqa: F811
+def test_a_node_profile_reaches_kubelet_and_what_disagrees_with_it_is_refused_first(kubelet, cluster, check_mode):  # noqa: F811
     """The node profile is planned in the kubelet role's preflight from this machine's own topology
-    (CPU 0 reserved, the rest isolated) and its fields are written with the role's; the role's own
-    settings that disagree with it stop the run before anything changes; absent takes it out."""
+    (CPU 0 reserved, given as YAML reads a bare 0, the rest isolated) and goes into the role's write:
+    its fields beside the role's own options, its files (systemd's CPUAffinity here) in the same
+    module run. Check mode: the profile's files are the machine's own systemd paths. The role's own
+    settings that disagree with it stop the run before anything changes."""
     tmp_path = kubelet
     config = tmp_path / "config.yaml"
-    profile = {"node_profile_reserved": "0", "node_profile_full_pcpus_only": False,
+    profile = {"node_profile_reserved": 0, "node_profile_full_pcpus_only": False,
                "node_profile_kubelet_version": "v1.36.3"}
     settings = variables(tmp_path, kubelet_cpu_manager_policy_options={"distribute-cpus-across-numa": "true"},
                          **profile)
+    check_mode(True)
     rc, results, output = cluster.run(tmp_path, role("present"), **settings)
+    check_mode(False)
     assert rc == 0, output[-4000:]
     plan = played(results, "Plan the node's performance profile from its topology")[0]
     assert plan["reserved"] == "0" and plan["kubelet"]["reservedSystemCPUs"] == "0", plan
-    written = yaml.safe_load(config.read_text())
-    print("kubelet with the profile: %s" % json.dumps(dict((k, written[k]) for k in (
+    write = played(results, "Write the kubelet configuration")[0]
+    after = yaml.safe_load(write["diff"][0]["after"])
+    print("kubelet with the profile: %s" % json.dumps(dict((k, after[k]) for k in (
         "cpuManagerPolicy", "reservedSystemCPUs", "cpuManagerPolicyOptions"))))
-    assert written["cpuManagerPolicy"] == "static" and written["reservedSystemCPUs"] == "0"
+    assert after["cpuManagerPolicy"] == "static" and after["reservedSystemCPUs"] == "0"
     # the profile's CPU Manager options beside the role's own
-    assert written["cpuManagerPolicyOptions"] == dict(plan["kubelet"]["cpuManagerPolicyOptions"],
-                                                      **{"distribute-cpus-across-numa": "true"})
-    assert written["cpuManagerPolicyOptions"]["strict-cpu-reservation"] == "true"
-    rc, results, output = cluster.run(tmp_path, role("present"), **settings)
-    assert rc == 0 and changed(results) == [], "a second run changed %s" % changed(results)
+    assert after["cpuManagerPolicyOptions"] == dict(plan["kubelet"]["cpuManagerPolicyOptions"],
+                                                    **{"distribute-cpus-across-numa": "true"})
+    assert after["cpuManagerPolicyOptions"]["strict-cpu-reservation"] == "true"
+    assert "/etc/systemd/system.conf.d/50-numa-kube-cpu-affinity.conf" in write["extra_written"], write
+    assert yaml.safe_load(config.read_text()) == yaml.safe_load(KUBEADM), "check mode writes nothing"
+    assert not os.path.exists("/etc/systemd/system.conf.d/50-numa-kube-cpu-affinity.conf")
 
     before, requests = config.read_text(), cluster.read()["requests"]
     for clash, expected in (
@@ -224,14 +231,12 @@ def test_a_node_profile_reaches_kubelet_and_what_disagrees_with_it_is_refused_fi
              'kubelet_reserved_system_cpus is "1" and the node profile reserves 0: the profile decides the reserved '
              'CPUs; leave kubelet_reserved_system_cpus empty.'),
             ({"kubelet_cpu_manager_policy_options": {"strict-cpu-reservation": "false"}},
-             'kubelet_cpu_manager_policy_options sets strict-cpu-reservation to "false", the node profile to "true"')):
+             'kubelet_cpu_manager_policy_options sets strict-cpu-reservation to "false", the node profile to "true"'),
+            ({"kubelet_extra_settings": {"reservedSystemCPUs": "1"}},
+             "kubelet_extra_settings sets reservedSystemCPUs, which the node profile decides")):
         rc, results, output = cluster.run(tmp_path, role("present"), **dict(settings, **clash))
         assert rc != 0, output[-4000:]
         refused = played(results, "Check that the kubelet role's own settings agree with the profile")[0]
         assert expected in refused["msg"], refused
         assert not played(results, "Write the kubelet configuration")
         assert config.read_text() == before and cluster.read()["requests"] == requests
-
-    rc, results, output = cluster.run(tmp_path, role("absent"), **settings)
-    assert rc == 0, output[-4000:]
-    assert yaml.safe_load(config.read_text()) == yaml.safe_load(KUBEADM)

@@ -39,7 +39,8 @@ mkdir -p "$out.tmp"
 log "go build ${commands[*]} from k8s.io/kubernetes $version (several minutes the first time)"
 packages=()
 for cmd in "${commands[@]}"; do packages+=("k8s.io/kubernetes/cmd/$cmd"); done
-(cd "$here" && CGO_ENABLED=0 go build -mod=readonly -trimpath -ldflags "$ldflags" -o "$out.tmp/" "${packages[@]}")
+(cd "$here" && CGO_ENABLED=0 go build -mod=readonly -trimpath -gcflags=all=-dwarf=false -ldflags "$ldflags" \
+  -o "$out.tmp/" "${packages[@]}")
 rm -rf "$out" && mv "$out.tmp" "$out"
 log "done: $out"
 echo "$out"

@@ -78,7 +78,7 @@ func main() {
 }
 EOF
 (cd "$work/src" && go mod edit "${edits[@]}" \
-  && CGO_ENABLED=0 GOFLAGS=-mod=mod timeout --foreground "$go_seconds" go build -trimpath -ldflags "-s -w \
+  && CGO_ENABLED=0 GOFLAGS=-mod=mod timeout --foreground "$go_seconds" go build -trimpath -gcflags=all=-dwarf=false -ldflags "-s -w \
      -X k8s.io/component-base/version.gitVersion=$kube_version -X k8s.io/component-base/version.gitMajor=1 \
      -X k8s.io/component-base/version.gitMinor=$(echo "$kube_version" | cut -d. -f2)" \
      -o "$work/out/nrt-scheduler" ./cmd/nrt-scheduler)

@@ -41,7 +41,7 @@ po=$(src "$operator_module" "$operator_version")
 (cd "$po" && go mod edit -dropreplace="$operator_module/pkg/apis/monitoring" -dropreplace="$operator_module/pkg/client" \
   && go mod download "$operator_module/pkg/apis/monitoring" "$operator_module/pkg/client" \
   && mkdir -p "$work/out/prometheus-operator" \
-  && CGO_ENABLED=0 GOFLAGS=-mod=mod go build -trimpath \
+  && CGO_ENABLED=0 GOFLAGS=-mod=mod go build -trimpath -gcflags=all=-dwarf=false \
        -ldflags "-s -w -X github.com/prometheus/common/version.Version=${operator_version#v}" \
        -o "$work/out/prometheus-operator/" ./cmd/operator ./cmd/prometheus-config-reloader)
 mkdir -p "$work/out/prometheus-operator/crds"

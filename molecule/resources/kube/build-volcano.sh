@@ -32,7 +32,8 @@ dir=$(cd "$work" && GOFLAGS=-mod=mod go mod download -json "$module@$version" \
 cp -r "$dir" "$work/src" && chmod -R u+w "$work/src"
 mkdir -p "$work/out"
 (cd "$work/src" && go mod edit -replace="volcano.sh/apis=volcano.sh/apis@$apis_version" \
-  && CGO_ENABLED=0 GOFLAGS=-mod=mod go build -trimpath -ldflags "-s -w" -o "$work/out/" ./cmd/scheduler ./cmd/controller-manager)
+  && CGO_ENABLED=0 GOFLAGS=-mod=mod go build -trimpath -gcflags=all=-dwarf=false -ldflags "-s -w" -o "$work/out/" \
+       ./cmd/scheduler ./cmd/controller-manager)
 # the release images' names for them
 for cmd in scheduler controller-manager; do mv "$work/out/$cmd" "$work/out/vc-$cmd"; done
 cp "$work/src/installer/volcano-development.yaml" "$work/out/"

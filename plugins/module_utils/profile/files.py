@@ -6,8 +6,9 @@ unit per page size and NUMA node, and a drop-in that makes kubelet's service req
 shortfall holds kubelet back instead of letting it start short), systemd's CPUAffinity, and
 irqbalance's banned CPUs in a drop-in of its service.
 
-Pure functions over the plan of profile/plan.py; the role writes what they return through
-node_files, inside the rollout envelope, and records them for the way back out."""
+Pure functions over the plan of profile/plan.py; the kubelet role writes what they return with
+kubelet's configuration (kubelet_config's extra_files), inside the rollout envelope, and removes
+them on the way back out. The units are never enabled: kubelet's service pulls them in."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -22,11 +23,8 @@ SCRIPT = "/usr/local/libexec/numa-kube/hugepages"
 UNIT_DIR = "/etc/systemd/system"
 AFFINITY_DROPIN = "/etc/systemd/system.conf.d/50-numa-kube-cpu-affinity.conf"
 KUBELET_DROPIN = "50-numa-kube-hugepages.conf"
-# where irqbalance's service reads its environment (Debian's family, then Red Hat's), and the unit
-# that runs it (a package's, or one of the machine's own)
+# where irqbalance's service reads its environment (Debian's family, then Red Hat's)
 IRQBALANCE_ENV_FILES = ("/etc/default/irqbalance", "/etc/sysconfig/irqbalance")
-IRQBALANCE_UNITS = ("/etc/systemd/system/irqbalance.service", "/lib/systemd/system/irqbalance.service",
-                    "/usr/lib/systemd/system/irqbalance.service")
 IRQBALANCE_DROPIN = "/etc/systemd/system/irqbalance.service.d/50-numa-kube-banned-cpus.conf"
 # the irqbalance that reads IRQBALANCE_BANNED_CPULIST
 LIST_SINCE = (1, 8)
@@ -57,6 +55,29 @@ count() {
 if [ ! -e "$file" ]; then
   echo "numa.kube: $file is missing: this kernel offers no ${size} kB pages on NUMA node $node" >&2
   exit 1
+fi
+# the page sizes this boot's command line allocates (hugepagesz=), in kB
+booted_sizes() {
+  for word in $(cat "$proc/cmdline" 2>/dev/null); do
+    case $word in
+      hugepagesz=*)
+        value=${word#hugepagesz=} number=${value%%[GgMmKk]}
+        case $number in ''|*[!0-9]*) continue ;; esac
+        case $value in
+          *[Gg]) echo $(( number * 1048576 )) ;;
+          *[Mm]) echo $(( number * 1024 )) ;;
+          *[Kk]) echo "$number" ;;
+          *) echo $(( number / 1024 )) ;;
+        esac ;;
+    esac
+  done
+}
+if [ -n "$check" ] && ! booted_sizes | grep -qx "$size"; then
+  # the change that adds the pages to the command line writes this unit before the reboot that
+  # brings them: until then there is nothing to check
+  echo "numa.kube: this boot's command line allocates no $size kB pages yet: the reboot that applies" \
+       "the profile's kernel parameters does"
+  exit 0
 fi
 count
 before=$have
@@ -112,9 +133,6 @@ def hugepage_files(hugepages, service):
             "RemainAfterExit=yes\n"
             "ExecStart=%(script)s %(check)s%(node)d %(size_kb)d %(count)d\n"
             "TimeoutStartSec=%(timeout)d\n"
-            "\n"
-            "[Install]\n"
-            "WantedBy=multi-user.target\n"
             % dict(page, service=service, script=SCRIPT, timeout=ALLOCATION_SECONDS + 60,
                    check="--check " if page["at"] == "boot" else "",
                    how=" (allocated at boot)" if page["at"] == "boot" else ""))

@@ -15,8 +15,7 @@ import re
 from ansible_collections.numa.kube.plugins.module_utils.kubelet.node import parse_kubelet_version
 from ansible_collections.numa.kube.plugins.module_utils.numa.sysfs import SysfsReader, format_cpu_list, parse_cpu_list, read_file
 from ansible_collections.numa.kube.plugins.module_utils.profile.files import (
-    AFFINITY_DROPIN, IRQBALANCE_DROPIN, IRQBALANCE_ENV_FILES, IRQBALANCE_UNITS, SCRIPT, affinity_dropin, hugepage_files,
-    irqbalance_dropin)
+    AFFINITY_DROPIN, IRQBALANCE_DROPIN, IRQBALANCE_ENV_FILES, SCRIPT, affinity_dropin, hugepage_files, irqbalance_dropin)
 from ansible_collections.numa.kube.plugins.module_utils.profile.plan import ProfileError, cores_of, plan
 from ansible_collections.numa.kube.plugins.module_utils.quantity import Quantity, QuantityError
 
@@ -127,11 +126,19 @@ def run(params):
         "primary_threads": format_cpu_list(primaries) if primaries is not None else None,
     }
     planned["kernel_release"] = kernel_release
+    irqbalance = params.get("irqbalance")
     try:
-        planned["files"] = profile_files(planned, params.get("kubelet_service") or "kubelet",
-                                         params.get("irqbalance_version"), params.get("etc_root") or "/")
+        planned["files"] = profile_files(planned, params.get("kubelet_service") or "kubelet", irqbalance)
     except ProfileError as exc:
         return None, exc
+    # irqbalance restarts on its drop-in only where it runs (a stopped one stays stopped)
+    planned["irqbalance_active"] = bool(irqbalance and irqbalance.get("active") in ("active", "activating", "reloading"))
+    # each NUMA node's pages of each planned size before the change, which a rollback puts back
+    counts = dict((node["id"], dict((info.get("page_size_bytes"), info.get("total", 0))
+                                    for info in (node.get("hugepages") or {}).values()))
+                  for node in topology["nodes"])
+    for page in planned["hugepages"]:
+        page["before"] = counts.get(page["node"], {}).get(page["size_kb"] * 1024, 0)
     return planned, None
 
 
@@ -141,21 +148,31 @@ def parse_irqbalance_version(text):
     return tuple(int(part or 0) for part in match.groups()) if match else None
 
 
-def profile_files(planned, service, irqbalance_version, root="/"):
+def profile_files(planned, service, irqbalance=None):
     """Every file the profile puts on the node, each {path, content, mode}: the huge page allocator,
     its units and the drop-in of kubelet's ``service`` that requires them; systemd's CPUAffinity;
-    and, where irqbalance's unit is installed, the drop-in of its service that bans the isolated
-    CPUs (read under ``root``: its unit and environment file)."""
+    and, where irqbalance's unit is loaded (``irqbalance``: what the node says of it, None where it
+    was not asked, as for a recorded tree), the drop-in of its service that bans the isolated CPUs.
+    ``irqbalance``: {load: LoadState, active: ActiveState, version: ``irqbalance --version``'s
+    output, env_path and env_text: its environment file, where it has one}."""
     found = dict(hugepage_files(planned["hugepages"], service + ".service"))
     found[AFFINITY_DROPIN] = affinity_dropin(planned["cpu_affinity"])
-
-    def under(path):
-        return os.path.join(root, path.lstrip("/"))
-
-    if any(os.path.exists(under(unit)) for unit in IRQBALANCE_UNITS):
-        env_path = next((path for path in IRQBALANCE_ENV_FILES if os.path.exists(under(path))), None)
+    # a masked irqbalance is one the machine's owner turned off: nothing to ban from it
+    if irqbalance and irqbalance.get("load") == "loaded":
         found[IRQBALANCE_DROPIN] = irqbalance_dropin(
-            parse_cpu_list(planned["irqbalance_banned_cpus"]), parse_irqbalance_version(irqbalance_version),
-            env_path, read_file(under(env_path)) if env_path else None)
+            parse_cpu_list(planned["irqbalance_banned_cpus"]), parse_irqbalance_version(irqbalance.get("version")),
+            irqbalance.get("env_path"), irqbalance.get("env_text"))
     return [{"path": path, "content": text, "mode": "0755" if path == SCRIPT else "0644"}
             for path, text in sorted(found.items())]
+
+
+def irqbalance_on_node(run_command, which):
+    """What the node says of irqbalance, for profile_files: ``run_command(argv) -> (rc, out, err)``
+    and ``which(name) -> path or None`` are the module's."""
+    rc, out, _err = run_command(["systemctl", "show", "-p", "LoadState,ActiveState", "irqbalance.service"])
+    values = dict(line.split("=", 1) for line in out.splitlines() if "=" in line) if rc == 0 else {}
+    binary = which("irqbalance")
+    env_path = next((path for path in IRQBALANCE_ENV_FILES if os.path.exists(path)), None)
+    return {"load": values.get("LoadState", ""), "active": values.get("ActiveState", ""),
+            "version": run_command([binary, "--version"])[1] if binary else None,
+            "env_path": env_path, "env_text": read_file(env_path) if env_path else None}

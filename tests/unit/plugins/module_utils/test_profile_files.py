@@ -85,6 +85,8 @@ def test_pages_that_cannot_be_had_fail_the_unit_naming_the_shortfall(tmp_path):
 def test_boot_pages_are_checked_and_never_written(tmp_path):
     folder = tree(tmp_path, node=0, size_kb=1048576)
     (folder / "nr_hugepages").write_text("1\n")
+    (tmp_path / "proc" / "cmdline").write_text("BOOT_IMAGE=/vmlinuz ro hugepagesz=2M hugepages=16 hugepagesz=1G "
+                                               "hugepages=0:2 isolcpus=managed_irq,1-3\n")
     short = run_script(tmp_path, "--check", 0, 1048576, 2)
     assert short.returncode == 1 and "holds 1 of the 2 huge pages of 1048576 kB" in short.stderr
     assert (folder / "nr_hugepages").read_text() == "1\n"
@@ -140,3 +142,19 @@ def test_an_environment_file_that_bans_cpus_itself_is_refused_by_name(line):
     assert "Remove or comment out that line" in str(caught.value)
     # commented out: nothing to disagree with
     assert files.irqbalance_dropin([2, 3], (1, 9, 2), "x", "#" + line + "\n").endswith("=2-3\n")
+
+
+@pytest.mark.parametrize("cmdline", ["ro quiet", "ro hugepagesz=2M hugepages=16", "ro hugepagesz=1X hugepages=2",
+                                     "ro hugepagesz= hugepages=2"])
+def test_boot_pages_the_running_command_line_does_not_allocate_yet_wait_for_its_reboot(tmp_path, cmdline):
+    """The unit is written with kubelet's change, before the reboot that brings the parameters:
+    until then it has nothing to check, and kubelet's restart must not fail on it."""
+    folder = tree(tmp_path, node=0, size_kb=1048576)
+    (folder / "nr_hugepages").write_text("0\n")
+    (tmp_path / "proc" / "cmdline").write_text(cmdline + "\n")
+    done = run_script(tmp_path, "--check", 0, 1048576, 2)
+    assert done.returncode == 0, done.stderr
+    assert "allocates no 1048576 kB pages yet" in done.stdout
+    for spelled in ("1G", "1024M", "1048576K", "1073741824"):
+        (tmp_path / "proc" / "cmdline").write_text("ro hugepagesz=%s hugepages=0:2\n" % spelled)
+        assert run_script(tmp_path, "--check", 0, 1048576, 2).returncode == 1, spelled

@@ -328,21 +328,19 @@ def test_the_module_plans_from_a_recorded_tree_and_changes_nothing(tmp_path):
         "/etc/systemd/system.conf.d/50-numa-kube-cpu-affinity.conf"], result
 
 
-def test_irqbalance_gets_its_drop_in_where_its_unit_is_installed_and_its_file_leaves_the_cpus_to_it(tmp_path):
+def test_irqbalance_gets_its_drop_in_where_its_unit_is_loaded_and_its_file_leaves_the_cpus_to_it():
     planned = {"hugepages": [], "cpu_affinity": "0-1", "irqbalance_banned_cpus": "2-3"}
-    assert [entry["path"] for entry in profile_files(planned, "kubelet", None, str(tmp_path))] == [
-        "/etc/systemd/system.conf.d/50-numa-kube-cpu-affinity.conf"], "no irqbalance, no drop-in"
-    (tmp_path / "usr/lib/systemd/system").mkdir(parents=True)
-    (tmp_path / "usr/lib/systemd/system/irqbalance.service").write_text("[Service]\n")
-    (tmp_path / "etc/sysconfig").mkdir(parents=True)
-    (tmp_path / "etc/sysconfig/irqbalance").write_text("IRQBALANCE_ARGS=\n")
-    written = dict((entry["path"], entry["content"]) for entry in profile_files(
-        planned, "kubelet", "irqbalance version 1.9.4\n", str(tmp_path)))
+    affinity = ["/etc/systemd/system.conf.d/50-numa-kube-cpu-affinity.conf"]
+    # not asked (a recorded tree), not installed, masked: no drop-in
+    for irqbalance in (None, {"load": "not-found", "active": "inactive"}, {"load": "masked", "active": "inactive"}):
+        assert [entry["path"] for entry in profile_files(planned, "kubelet", irqbalance)] == affinity, irqbalance
+    loaded = {"load": "loaded", "active": "inactive", "version": "irqbalance version 1.9.4\n",
+              "env_path": "/etc/sysconfig/irqbalance", "env_text": "IRQBALANCE_ARGS=\n"}
+    written = dict((entry["path"], entry["content"]) for entry in profile_files(planned, "kubelet", loaded))
     assert written["/etc/systemd/system/irqbalance.service.d/50-numa-kube-banned-cpus.conf"].endswith(
         "[Service]\nEnvironment=IRQBALANCE_BANNED_CPULIST=2-3\n")
-    (tmp_path / "etc/sysconfig/irqbalance").write_text("IRQBALANCE_BANNED_CPULIST=1\n")
     with pytest.raises(ProfileError, match="^/etc/sysconfig/irqbalance sets IRQBALANCE_BANNED_CPULIST"):
-        profile_files(planned, "kubelet", "irqbalance version 1.9.4", str(tmp_path))
+        profile_files(planned, "kubelet", dict(loaded, env_text="IRQBALANCE_BANNED_CPULIST=1\n"))
     assert parse_irqbalance_version("irqbalance version 1.8.0") == (1, 8, 0)
     assert parse_irqbalance_version("") is None
 
