@@ -70,6 +70,8 @@ options:
       - Files to report the SHA-1 checksum, mode and owner of (in RV(ansible_facts.kubelet_node.files)),
         such as numa.kube's boot guard, so that a run which finds them as it would write them skips
         writing them - one module run instead of a stat per file.
+      - A glob pattern (C(*), C(?), C([)) stands for the files it matches on the node (none when it
+        matches nothing), such as a node profile's huge page units.
     type: list
     elements: path
     default: []
@@ -231,6 +233,7 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.numa.kube.plugins.module_utils.kubelet.node import (
     KubeletNodeError,
     NodeFiles,
+    listed_paths,
     parse_kubelet_version,
     read_node,
     running_process,
@@ -294,7 +297,7 @@ def main():
         module.fail_json(msg=" | ".join(exc.problems), problems=exc.problems)
     node["version"] = ".".join(str(part) for part in version) if version else None
     node["files"] = dict((path, _file_summary(os.path.join(params["root"], path.lstrip("/"))))
-                         for path in params["files"])
+                         for path in listed_paths(params["root"], params["files"]))
     module.exit_json(changed=False, ansible_facts={"kubelet_node": node})
 
 

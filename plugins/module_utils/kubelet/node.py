@@ -13,6 +13,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import glob
 import os
 import re
 
@@ -454,3 +455,17 @@ def read_node(files, distribution="auto", overrides=None, settings=None, service
         "health_process": LAYOUTS[distribution].get("kubelet_process", ""),
         "log_file": LAYOUTS[distribution].get("kubelet_log", ""),
     }
+
+
+def listed_paths(root, entries):
+    """The paths of ``entries`` on the node under ``root``: a path as given, a glob pattern (``*``,
+    ``?``, ``[``) as the paths it matches there, sorted (none when nothing matches)."""
+    found = []
+    for entry in entries:
+        if not any(char in entry for char in "*?["):
+            found.append(entry)
+            continue
+        base = os.path.join(root, "")
+        for match in sorted(glob.glob(os.path.join(root, entry.lstrip("/")))):
+            found.append("/" + match[len(base):] if match.startswith(base) else match)
+    return found
