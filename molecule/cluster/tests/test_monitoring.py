@@ -114,7 +114,7 @@ def test_the_service_monitor_becomes_a_tls_scrape_job(api):
     jobs = dict((job["job_name"], job) for job in config["scrape_configs"])
     assert JOB in jobs, sorted(jobs)
     job = jobs[JOB]
-    assert job["scheme"] == "https" and job["scrape_interval"] == "15s"  # converge.yml's numa_monitoring_interval
+    assert job["scheme"] == "https" and job["scrape_interval"] == "30s"
     assert job["honor_labels"] is True, "the workload's namespace/pod/container labels must win"
     assert job["tls_config"]["server_name"] == "numa-exporter.%s.svc" % NAMESPACE
     assert job["tls_config"]["ca_file"].startswith("/etc/prometheus/certs/"), job["tls_config"]
