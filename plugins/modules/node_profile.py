@@ -255,8 +255,9 @@ files:
       (or, for pages the kernel command line allocates at boot, checks them) and fails on a shortfall;
       and a drop-in of O(kubelet_service) that C(Requires=) those units, so kubelet does not start
       short of its pages.
-    - systemd's C(CPUAffinity=) (C(/etc/systemd/system.conf.d/50-numa-kube-cpu-affinity.conf)), in force
-      from the next boot.
+    - systemd's C(CPUAffinity=) (C(/etc/systemd/system.conf.d/50-numa-kube-cpu-affinity.conf)), which
+      systemd takes when it reads its configuration again, for itself and the services it starts from
+      then on.
     - Where irqbalance's unit is loaded (not masked; asked of the node itself, not for a recorded tree
       under O(sysfs_root)), a drop-in of its service that bans the isolated CPUs
       (C(IRQBALANCE_BANNED_CPULIST) from irqbalance 1.8, else the mask C(IRQBALANCE_BANNED_CPUS)); an
