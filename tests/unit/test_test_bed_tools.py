@@ -214,6 +214,15 @@ def test_a_failed_tier_ends_the_tiers_beside_it(tmp_path):
     assert processes_with(("NUMA_KUBE_TIER_LOGS=%s" % (tmp_path / "logs")).encode()) == []
 
 
+def autogroup_nice(pid):
+    """The nice value of the session's autogroup the process runs in (None where the kernel has none)."""
+    try:
+        with open("/proc/%d/autogroup" % pid) as handle:
+            return int(handle.read().split()[-1])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def test_a_tier_beside_the_others_runs_at_idle_priority_under_the_guard(tmp_path):
     env = dict(os.environ, NUMA_KUBE_TIER_LOGS=str(tmp_path / "logs"), NUMA_KUBE_RUN_LOGS=str(tmp_path / "runs"),
                NUMA_KUBE_RUN_STARTED=str(int(time.time())), NUMA_KUBE_RUN_LIMIT="8")
@@ -228,12 +237,12 @@ def test_a_tier_beside_the_others_runs_at_idle_priority_under_the_guard(tmp_path
                 with open("/proc/%d/cmdline" % pid, "rb") as handle:
                     argv = handle.read().split(b"\0")
                 if argv[0] == b"bash" and b"--body" in argv:  # the tier's body (timeout and chrt start it)
-                    policies.add((os.sched_getscheduler(pid), os.getpriority(os.PRIO_PROCESS, pid)))
+                    policies.add((os.sched_getscheduler(pid), os.getpriority(os.PRIO_PROCESS, pid), autogroup_nice(pid)))
             except OSError:
                 continue
         time.sleep(0.1)
     output = run.communicate(timeout=120)[0]
-    assert policies == {(os.SCHED_IDLE, 19)}, policies
+    assert policies == {(os.SCHED_IDLE, 19, 19 if autogroup_nice(os.getpid()) is not None else None)}, policies
     assert run.returncode == 1, output
     assert "lint: STOPPED by the run's time guard after" in output and "(beside the others)" in output, output
     assert "stopped in tier lint (beside the others)" in output, output
