@@ -27,6 +27,15 @@ import kubernetes
 SLOWER = 3
 
 
+def converge_vars(scenario="cluster"):
+    """The variables the scenario's converge.yml gives site.yml (its first play's ``vars``)."""
+    import yaml  # pinned in requirements-dev.txt; imported here, as not every test needs it
+
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", scenario, "converge.yml")
+    with open(path) as handle:
+        return yaml.safe_load(handle)[0]["vars"]
+
+
 def deadline_in(seconds):
     """The time (time.time()) ``seconds`` from now at the slowest guests' pace (``SLOWER``)."""
     return time.time() + seconds * SLOWER

@@ -103,8 +103,9 @@ options:
   kubelet_version:
     description:
       - The node's kubelet version (C(1.36.3), C(v1.36.3) or C(Kubernetes v1.36.3)). Decides
-        C(strict-cpu-reservation) and C(max-allowable-numa-nodes); unknown, both are planned as for
-        the newest kubelet.
+        C(strict-cpu-reservation) and C(max-allowable-numa-nodes). Unknown, C(max-allowable-numa-nodes)
+        is still planned (every kubelet numa.kube supports has it), C(strict-cpu-reservation) only where
+        O(profile.strict_cpu_reservation) asks for it.
     type: str
   kernel_release:
     description:

@@ -180,6 +180,12 @@ options:
         those whose kubelet was proven to align pods to a NUMA node.
     type: dict
     default: {numa.kube/aligned: "true"}
+  publisher_resources:
+    description:
+      - The publisher container's resources; empty for the default, requests of 10m CPU and 40Mi, a
+        limit of 96Mi memory.
+    type: dict
+    default: {}
   publisher_kubelet_tls:
     description:
       - How the publisher checks kubelet's serving certificate before it sends its token to
@@ -363,6 +369,7 @@ def main():
         cache_resync_period=dict(type="int", default=5),
         publisher_image=dict(type="str"),
         publisher_node_selector=dict(type="dict", default=dict(ALIGNED_SELECTOR)),
+        publisher_resources=dict(type="dict", default={}),
         publisher_kubelet_tls=dict(type="str", choices=["node-cert", "cluster-ca", "insecure"], default="node-cert"),
         publisher_nodes_proxy=dict(type="bool", default=False),
         image_pull_policy=dict(type="str", choices=["Always", "IfNotPresent", "Never"], default="IfNotPresent"),

@@ -108,6 +108,12 @@ options:
         it prepares). A task whose selector matches no node warns that the publisher runs nowhere.
     type: dict
     default: {numa.kube/aligned: "true"}
+  publisher_resources:
+    description:
+      - The publisher container's resources; empty for the default, requests of 10m CPU and 40Mi, a
+        limit of 96Mi memory.
+    type: dict
+    default: {}
   publisher_nodes_proxy:
     description:
       - Also grant the publisher C(nodes/proxy), which kubelets before 1.33 (or with the
@@ -273,6 +279,7 @@ def main():
         namespace=dict(type="str", default="volcano-system"),
         publisher_image=dict(type="str"),
         publisher_node_selector=dict(type="dict", default=dict(ALIGNED_SELECTOR)),
+        publisher_resources=dict(type="dict", default={}),
         publisher_nodes_proxy=dict(type="bool", default=False),
         publisher_kubelet_tls=dict(type="str", choices=["node-cert", "cluster-ca", "insecure"], default="node-cert"),
         delete_crds=dict(type="bool", default=False),

@@ -398,6 +398,15 @@ def test_the_publisher_writes_only_its_own_nodes_topology(crd_file):
     assert pod["nodeSelector"] == {"numa.kube/aligned": "true"} and "affinity" not in pod
     assert daemonset["spec"]["updateStrategy"]["rollingUpdate"] == {"maxUnavailable": 3}
     assert [o["kind"] for o in nrt_objects.publisher_objects(params(crd_file))][-1] == "DaemonSet"
+    assert pod["containers"][0]["resources"]["requests"] == {"cpu": "10m", "memory": "40Mi"}
+
+
+def test_the_publishers_resources_are_the_users_where_given(crd_file):
+    """A node whose CPUs are all reserved or allocatable to pods (a node profile) may want no CPU
+    request from a DaemonSet: the resources given replace the default whole."""
+    given = {"requests": {"memory": "40Mi"}, "limits": {"memory": "96Mi"}}
+    (daemonset,) = by_kind(nrt_objects.publisher_objects(params(crd_file, publisher_resources=given)))["DaemonSet"]
+    assert daemonset["spec"]["template"]["spec"]["containers"][0]["resources"] == given
 
 
 # --- present: check mode, idempotence, the configuration rolls the scheduler ------------------------------

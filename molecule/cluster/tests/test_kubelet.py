@@ -94,10 +94,11 @@ def test_bad_input_is_refused_in_preflight_and_nothing_changes(host, api):
     for case in bad["test_bad_inputs"]:
         done = run_playbook(SITE + ["-e", json.dumps(dict(API, **case["vars"]))], timeout=900)
         output = done.stdout + done.stderr
-        said = [line for line in output.splitlines() if case["expect"] in line]
-        print("%s: %s" % (case["name"], said[0][:400] if said else "(not said)"))
-        assert done.returncode != 0, "%s: the run passed" % case["name"]
-        assert said, "%s: the failure does not say %r:\n%s" % (case["name"], case["expect"], output[-3000:])
+        for expect in case["expect"] if isinstance(case["expect"], list) else [case["expect"]]:
+            said = [line for line in output.splitlines() if expect in line]
+            print("%s: %s" % (case["name"], said[0][:400] if said else "(not said)"))
+            assert done.returncode != 0, "%s: the run passed" % case["name"]
+            assert said, "%s: the failure does not say %r:\n%s" % (case["name"], expect, output[-3000:])
         assert "PLAY [Change the nodes" not in done.stdout, "%s: got past preflight" % case["name"]
     assert checksums() == before, "a run with bad input changed a file on the node"
     assert AUDIT.node_requests(since=mark) == [], "a run with bad input cordoned or evicted"
@@ -147,10 +148,15 @@ def test_pod_that_fits_the_node_but_no_numa_node_is_rejected(host, api):
 # --- the role is what makes the difference ---------------------------------------------------------
 
 def test_the_same_change_by_hand_without_removing_the_state_crash_loops(host):
-    """Flip the CPU Manager policy by hand, keeping cpu_manager_state: kubelet refuses to start."""
+    """Flip the CPU Manager policy by hand, keeping cpu_manager_state: kubelet refuses to start. (The
+    static policy's options go with it, as a person would take them out: the none policy refuses
+    any, before it reads the checkpoint.)"""
     original = host.file(CONFIG).content_string
-    host.run_expect([0], "cp %s /var/tmp/config.yaml.by-hand && sed -i 's/^cpuManagerPolicy: static$/"
-                         "cpuManagerPolicy: none/' %s && date +%%s > /var/tmp/by-hand.since" % (CONFIG, CONFIG))
+    by_hand = ("import yaml; p = '%s'; c = yaml.safe_load(open(p)); assert c['cpuManagerPolicy'] == 'static', c; "
+               "c['cpuManagerPolicy'] = 'none'; c.pop('cpuManagerPolicyOptions', None); "
+               "open(p, 'w').write(yaml.safe_dump(c))" % CONFIG)
+    host.run_expect([0], "cp %s /var/tmp/config.yaml.by-hand && python3 -c \"%s\" && date +%%s > /var/tmp/by-hand.since"
+                    % (CONFIG, by_hand))
     try:
         host.run_expect([0], "systemctl restart kubelet")
         since = host.file("/var/tmp/by-hand.since").content_string.strip()
@@ -233,12 +239,20 @@ def bare_pod(name, labels=None, grace=1):
     }
 
 
+def pcpus_change(full_pcpus_only):
+    """NODE's node profile (molecule.yml) decides its CPU Manager options: full-pcpus-only on or off
+    through the profile's own variable, a change that makes cpu_manager_state stale."""
+    return dict(API, node_profile_full_pcpus_only=full_pcpus_only)
+
+
+def running_full_pcpus_only(host):
+    return (configz(host).get("cpuManagerPolicyOptions") or {}).get("full-pcpus-only") == "true"
+
+
 def a_change_that_drains(host):
     """kubelet settings that differ from the running ones and make cpu_manager_state stale: the
     envelope must drain NODE before kubelet restarts."""
-    running = configz(host).get("cpuManagerPolicyOptions") or {}
-    flipped = "false" if running.get("full-pcpus-only") == "true" else "true"
-    return dict(API, kubelet_cpu_manager_policy_options={"full-pcpus-only": flipped})
+    return pcpus_change(not running_full_pcpus_only(host))
 
 
 def kubelet_pid(host):
@@ -410,11 +424,12 @@ def run_site_killed_after(extra, task):
     return output
 
 
-def interrupted_and_finished(host, api, options):
+def interrupted_and_finished(host, api, full_pcpus_only):
     """Kill a run right after it stopped kubelet, prove the node is left down, run again; returns the
     audit log mark taken before the first run."""
+    assert running_full_pcpus_only(host) != full_pcpus_only, "the run must change something"
     mark = AUDIT.mark()
-    change = dict(API, kubelet_cpu_manager_policy_options=options)
+    change = pcpus_change(full_pcpus_only)
     run_site_killed_after(change, "Stop the kubelet service")
     # what the interrupted run left: kubelet stopped, the node cordoned, the record on the node
     assert host.run("systemctl is-active kubelet").stdout.strip() != "active"
@@ -427,7 +442,8 @@ def interrupted_and_finished(host, api, options):
     assert "unfinished change started at" in output, "the second run did not find the record"
     assert not host.file(MARKER).exists
     assert host.service("kubelet").is_running
-    assert configz(host)["cpuManagerPolicyOptions"] == options
+    assert running_full_pcpus_only(host) == full_pcpus_only
+    assert configz(host)["cpuManagerPolicyOptions"].get("strict-cpu-reservation") == "true", "the profile's"
     ready = [c for c in api.read_node(NODE).status.conditions if c.type == "Ready"][0]
     assert ready.status == "True"
     return mark
@@ -435,7 +451,7 @@ def interrupted_and_finished(host, api, options):
 
 def test_an_interrupted_run_is_finished_and_the_node_returned_to_service(host, api):
     assert not api.read_node(NODE).spec.unschedulable
-    mark = interrupted_and_finished(host, api, {"full-pcpus-only": "true"})
+    mark = interrupted_and_finished(host, api, False)
     assert not api.read_node(NODE).spec.unschedulable, "the node was schedulable before and must be again"
     seen = AUDIT.node_requests(since=mark)
     assert seen[-1] == ("uncordon", NODE), seen
@@ -446,7 +462,7 @@ def test_an_interrupted_run_keeps_the_operators_cordon(host, api):
     nor the one that finishes it, may put the node back into service."""
     api.patch_node(NODE, {"spec": {"unschedulable": True}})
     try:
-        mark = interrupted_and_finished(host, api, {"full-pcpus-only": "false"})
+        mark = interrupted_and_finished(host, api, True)
         assert api.read_node(NODE).spec.unschedulable, "the operator's cordon was undone"
         seen = AUDIT.node_requests(since=mark)
         assert ("uncordon", NODE) not in seen, seen

@@ -38,7 +38,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "resources"))
-from testlib import cpu_list, guest_get, run_module, wait  # noqa: E402 pylint: disable=wrong-import-position
+from testlib import converge_vars, cpu_list, guest_get, run_module, wait  # noqa: E402 pylint: disable=wrong-import-position
 
 testinfra_hosts = ["ansible://numa-kubelet"]
 
@@ -54,6 +54,8 @@ TOKEN_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/token"
 # what converge.yml passes the cluster phase, besides the defaults
 MODULE_ARGS = {"kubeconfig": KUBECONFIG, "image": "numa.kube/node-agent:test", "image_pull_policy": "Never",
                "service_monitor_labels": {"release": "numa-test"}, "rule_labels": {"release": "numa-test"}}
+# the converge's container resources (no CPU request on the test bed), so that a run here changes nothing else
+MODULE_ARGS["resources"] = converge_vars()["numa_monitoring_resources"]
 
 
 @pytest.fixture(scope="module")

@@ -21,7 +21,8 @@ import kubernetes
 import pytest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "resources"))
-from testlib import PausedGuest, cpu_list, deadline_in, node_cpus, run_module, wait, wait_kubelet_healthy  # noqa: E402 pylint: disable=wrong-import-position
+from testlib import (PausedGuest, converge_vars, cpu_list, deadline_in, node_cpus, run_module,  # noqa: E402 pylint: disable=wrong-import-position
+                     wait, wait_kubelet_healthy)
 
 testinfra_hosts = ["ansible://numa-kubelet"]
 
@@ -38,6 +39,8 @@ ALIGNED = {"numa.kube/aligned": "true"}
 # rollout sets on nodes whose kubelet aligns), besides the defaults
 MODULE_ARGS = {"kubeconfig": KUBECONFIG, "image": "numa.kube/node-agent:test", "image_pull_policy": "Never",
                "node_selector": ALIGNED, "numa_nodes": {NODE: [0, 1]}}
+# the converge's container resources (no CPU request on the test bed), so that a run here changes nothing else
+MODULE_ARGS["resources"] = converge_vars()["numa_resource_plugin_resources"]
 
 
 @pytest.fixture(scope="module")
@@ -293,10 +296,10 @@ def test_a_numa_node_whose_cpus_go_offline_leaves_allocatable_until_they_are_bac
 
     Why these CPUs: all of node 1's, since a node with one online CPU left stays Healthy. Neither is
     CPU 0, the boot CPU (x86 Linux does not take it offline) and the one kubelet's static policy keeps
-    for itself here (kubeReserved cpu 500m: one whole CPU, the first it finds; test_volcano prints
-    it). Both sit in the shared pool once no container holds them exclusively: the earlier tests
-    delete their pods, and this test waits until kubelet's checkpoint and the pods on the node show
-    no exclusive CPU of node 1 and no numa-align/numa-1 before it starts. Offlining a shared CPU only
+    for the system here (the node profile's reservedSystemCPUs; test_volcano prints it). Both sit in
+    the shared pool once no container holds them exclusively: the earlier tests delete their pods,
+    and this test waits until kubelet's checkpoint and the pods on the node show no exclusive CPU of
+    node 1 and no numa-align/numa-1 before it starts. Offlining a shared CPU only
     narrows the effective cpuset of the containers that share it (cgroup v2 gives it back when the
     CPU returns); offlining a CPU kubelet assigned to a container for itself would leave that
     container without its CPU while kubelet's checkpoint still names it. The CPUs are put back

@@ -152,7 +152,7 @@ def publisher_objects(params, name, program, published, policy, error=ProblemsEr
         "name": "publisher", "image": params.get("publisher_image"),
         "imagePullPolicy": params.get("image_pull_policy") or "IfNotPresent",
         "args": [program, "--sysfs=/sys", "--kubelet-tls=" + tls], "env": env,
-        "resources": PUBLISHER_RESOURCES,
+        "resources": params.get("publisher_resources") or PUBLISHER_RESOURCES,
         # root only to open kubelet's PodResources socket (root's own); nothing else
         "securityContext": {"runAsUser": 0, "runAsNonRoot": False, "allowPrivilegeEscalation": False,
                             "readOnlyRootFilesystem": True, "capabilities": {"drop": ["ALL"]},
