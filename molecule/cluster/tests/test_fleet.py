@@ -160,8 +160,10 @@ def test_settings_live_in_a_drop_in_that_kubeadm_upgrades_leave_alone(host):
 def test_kernel_parameter_is_active_after_the_reboot(host):
     assert "numa_balancing=disable" in host.file("/proc/cmdline").content_string.split()
     assert host.file("/proc/sys/kernel/numa_balancing").content_string.strip() == "0"
-    # and stays for later boots: written with the reboot allowed, inside the envelope
-    assert 'GRUB_CMDLINE_LINUX="console=ttyS0 numa_balancing=disable"' in host.file("/etc/default/grub").content_string
+    # and stays for later boots: written with the reboot allowed, inside the envelope (with the node
+    # profile's parameters after it: test_profile.py)
+    assert ('GRUB_CMDLINE_LINUX="console=ttyS0 numa_balancing=disable isolcpus=managed_irq,1-3 nohz_full=1-3 '
+            'rcu_nocbs=1-3 irqaffinity=0"' in host.file("/etc/default/grub").content_string)
 
 
 def test_containerd_runs_with_nri(host):
