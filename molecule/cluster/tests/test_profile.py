@@ -89,7 +89,7 @@ def interrupt_counts(text):
     cpus = len(lines[0].split())
     counts = {}
     for line in lines[1:]:
-        name, _, rest = line.partition(":")
+        name, rest = line.split(":", 1) if ":" in line else (line, "")
         fields = rest.split()
         values = [int(field) for field in fields[:cpus] if field.isdigit()]
         if len(values) == cpus:
