@@ -85,6 +85,7 @@ author:
 extends_documentation_fragment:
   - numa.kube.kube_auth
   - numa.kube.stack_rollout
+  - numa.kube.publisher
 options:
   state:
     description: Whether the stack is deployed or removed.
@@ -180,12 +181,6 @@ options:
         those whose kubelet was proven to align pods to a NUMA node.
     type: dict
     default: {numa.kube/aligned: "true"}
-  publisher_resources:
-    description:
-      - The publisher container's resources; empty for the default, requests of 10m CPU and 40Mi, a
-        limit of 96Mi memory.
-    type: dict
-    default: {}
   publisher_kubelet_tls:
     description:
       - How the publisher checks kubelet's serving certificate before it sends its token to
@@ -348,6 +343,7 @@ from ansible_collections.numa.kube.plugins.module_utils.k8s.runner import (
     stack_module,
 )
 from ansible_collections.numa.kube.plugins.module_utils.kubelet.labels import ALIGNED_SELECTOR
+from ansible_collections.numa.kube.plugins.module_utils.stacks.publisher import PUBLISHER_OPTIONS
 from ansible_collections.numa.kube.plugins.module_utils.stacks.nrt_scheduler import run
 from ansible_collections.numa.kube.plugins.module_utils.stacks.nrt_scheduler_objects import (
     FOREIGN_PODS_DETECT,
@@ -369,7 +365,7 @@ def main():
         cache_resync_period=dict(type="int", default=5),
         publisher_image=dict(type="str"),
         publisher_node_selector=dict(type="dict", default=dict(ALIGNED_SELECTOR)),
-        publisher_resources=dict(type="dict", default={}),
+        publisher_resources=PUBLISHER_OPTIONS["publisher_resources"],
         publisher_kubelet_tls=dict(type="str", choices=["node-cert", "cluster-ca", "insecure"], default="node-cert"),
         publisher_nodes_proxy=dict(type="bool", default=False),
         image_pull_policy=dict(type="str", choices=["Always", "IfNotPresent", "Never"], default="IfNotPresent"),

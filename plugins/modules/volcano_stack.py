@@ -48,6 +48,7 @@ author:
 extends_documentation_fragment:
   - numa.kube.kube_auth
   - numa.kube.stack_rollout
+  - numa.kube.publisher
 options:
   state:
     description: Whether the stack is deployed or removed.
@@ -108,12 +109,6 @@ options:
         it prepares). A task whose selector matches no node warns that the publisher runs nowhere.
     type: dict
     default: {numa.kube/aligned: "true"}
-  publisher_resources:
-    description:
-      - The publisher container's resources; empty for the default, requests of 10m CPU and 40Mi, a
-        limit of 96Mi memory.
-    type: dict
-    default: {}
   publisher_nodes_proxy:
     description:
       - Also grant the publisher C(nodes/proxy), which kubelets before 1.33 (or with the
@@ -262,6 +257,7 @@ from ansible_collections.numa.kube.plugins.module_utils.k8s.runner import (
     stack_module,
 )
 from ansible_collections.numa.kube.plugins.module_utils.kubelet.labels import ALIGNED_SELECTOR
+from ansible_collections.numa.kube.plugins.module_utils.stacks.publisher import PUBLISHER_OPTIONS
 from ansible_collections.numa.kube.plugins.module_utils.stacks.volcano_conf import HAS_YAML
 from ansible_collections.numa.kube.plugins.module_utils.stacks.volcano import read_manifest, run
 
@@ -279,7 +275,7 @@ def main():
         namespace=dict(type="str", default="volcano-system"),
         publisher_image=dict(type="str"),
         publisher_node_selector=dict(type="dict", default=dict(ALIGNED_SELECTOR)),
-        publisher_resources=dict(type="dict", default={}),
+        publisher_resources=PUBLISHER_OPTIONS["publisher_resources"],
         publisher_nodes_proxy=dict(type="bool", default=False),
         publisher_kubelet_tls=dict(type="str", choices=["node-cert", "cluster-ca", "insecure"], default="node-cert"),
         delete_crds=dict(type="bool", default=False),

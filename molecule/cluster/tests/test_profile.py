@@ -17,6 +17,7 @@ __metaclass__ = type
 import json
 import os
 import re
+import shlex
 import sys
 import time
 
@@ -284,7 +285,7 @@ def test_pages_the_node_cannot_give_keep_kubelet_down_and_the_node_is_put_back(h
     free_kb = int(host.check_output("awk '/MemFree/ {print $4}' /sys/devices/system/node/node1/meminfo"))
     hold = (free_kb - 64 * 1024) * 1024   # 64 MiB left free: fewer than the 200 MiB of pages asked
     host.check_output("rm -f /run/numa-test-hog.ready; systemd-run --quiet --unit numa-test-hog --collect "
-                      "python3 -c %s %d" % (shell_quote(HOG), hold))
+                      "python3 -c %s %d" % (shlex.quote(HOG), hold))
     try:
         wait("the memory of NUMA node 1 held", lambda: host.file("/run/numa-test-hog.ready").exists, timeout=120)
         extra = {"rollout_kubeconfig": os.path.join(CONTROL_PLANE, "admin.kubeconfig"), "rollout_drain_force": True,
@@ -311,10 +312,6 @@ def test_pages_the_node_cannot_give_keep_kubelet_down_and_the_node_is_put_back(h
     assert api.read_node(NODE).status.capacity.get("hugepages-2Mi") == "32Mi"
     wait("numa-kubelet Ready", lambda: [c for c in api.read_node(NODE).status.conditions
                                         if c.type == "Ready"][0].status == "True", timeout=120)
-
-
-def shell_quote(text):
-    return "'" + text.replace("'", "'\"'\"'") + "'"
 
 
 def test_the_isolated_cpus_take_no_interrupt_that_can_move(host, plan, interrupts_after):

@@ -33,6 +33,8 @@ from ansible_collections.numa.kube.plugins.module_utils.stacks.daemonset import 
 )
 
 PUBLISHER_RESOURCES = {"requests": {"cpu": "10m", "memory": "40Mi"}, "limits": {"memory": "96Mi"}}
+# the options every module that runs the publisher takes alike (doc_fragments/publisher.py)
+PUBLISHER_OPTIONS = {"publisher_resources": dict(type="dict", default={})}
 # the user extra the API server sets from a pod-bound service account token's node claim
 # (ServiceAccountTokenPodNodeInfo: beta and on from 1.30, GA and locked on from 1.32)
 NODE_NAME_EXTRA = "authentication.kubernetes.io/node-name"
