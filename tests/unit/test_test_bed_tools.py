@@ -215,7 +215,7 @@ def test_a_failed_tier_ends_the_tiers_beside_it(tmp_path):
 
 
 def autogroup_nice(pid):
-    """The nice value of the session's autogroup the process runs in (None where the kernel has none)."""
+    """The nice value of the autogroup the process runs in (None where the kernel has none, and for the first session, which init's default group holds)."""
     try:
         with open("/proc/%d/autogroup" % pid) as handle:
             return int(handle.read().split()[-1])
@@ -242,7 +242,10 @@ def test_a_tier_beside_the_others_runs_at_idle_priority_under_the_guard(tmp_path
                 continue
         time.sleep(0.1)
     output = run.communicate(timeout=120)[0]
-    assert policies == {(os.SCHED_IDLE, 19, 19 if autogroup_nice(os.getpid()) is not None else None)}, policies
+    # A process in the first session (as under CI's runner) reads nothing from its own autogroup file, so
+    # whether the kernel has autogroups at all is told by the file's presence, not by this process's read.
+    expected_group_nice = 19 if os.path.exists("/proc/self/autogroup") else None
+    assert policies == {(os.SCHED_IDLE, 19, expected_group_nice)}, policies
     assert run.returncode == 1, output
     assert "lint: STOPPED by the run's time guard after" in output and "(beside the others)" in output, output
     assert "stopped in tier lint (beside the others)" in output, output
