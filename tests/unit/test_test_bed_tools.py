@@ -215,7 +215,10 @@ def test_a_failed_tier_ends_the_tiers_beside_it(tmp_path):
 
 
 def autogroup_nice(pid):
-    """The nice value of the autogroup the process runs in (None where the kernel has none, and for the first session, which init's default group holds)."""
+    """The nice value of the autogroup the process runs in.
+
+    None where the kernel has no autogroups, and for the first session, which init's default group holds.
+    """
     try:
         with open("/proc/%d/autogroup" % pid) as handle:
             return int(handle.read().split()[-1])
