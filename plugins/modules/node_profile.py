@@ -100,6 +100,13 @@ options:
             description: The number of pages.
             type: int
             required: true
+      hugepages_seconds:
+        description:
+          - How long each runtime page unit tries to allocate its pages (compacting memory between
+            tries) before it names the shortfall in the journal and fails, which holds kubelet back.
+          - From 1 to 3600. A node with much memory in use may need longer to free contiguous pages.
+        type: int
+        default: 60
   kubelet_version:
     description:
       - The node's kubelet version (C(1.36.3), C(v1.36.3) or C(Kubernetes v1.36.3)). Decides
@@ -241,6 +248,11 @@ hugepages:
   type: list
   elements: dict
   sample: [{node: 1, size: 2Mi, size_kb: 2048, count: 512, at: runtime, before: 0}]
+hugepages_seconds:
+  description: How long each runtime page unit tries before it fails (O(profile.hugepages_seconds)).
+  returned: success
+  type: int
+  sample: 60
 irqbalance_active:
   description: Whether irqbalance runs on the node, which then restarts on its drop-in.
   returned: success
@@ -313,6 +325,7 @@ def main():
                     node=dict(type="int", required=True),
                     count=dict(type="int", required=True),
                 )),
+                hugepages_seconds=dict(type="int", default=60),
             )),
             kubelet_version=dict(type="str"),
             kernel_release=dict(type="str"),

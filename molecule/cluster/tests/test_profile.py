@@ -274,8 +274,8 @@ time.sleep(3600)
 def test_pages_the_node_cannot_give_keep_kubelet_down_and_the_node_is_put_back(host, api):
     """NUMA node 1's free memory held by a process bound to it, a profile asking 100 more pages there
     than it has: the plan accepts it (the node's memory would hold them), the unit cannot allocate
-    them and kubelet, which requires it, stays down; the envelope gives the pages back, restores the
-    files and starts kubelet on the 16 pages as before."""
+    them in the 10 s it is given and kubelet, which requires it, stays down; the envelope gives the
+    pages back, restores the files and starts kubelet on the 16 pages as before."""
     given = profile_vars()
     pages = [dict(page, count=page["count"] + 100) for page in given["node_profile_hugepages"]]
     files = [CONFIG, "/etc/systemd/system/numa-kube-hugepages-node1-2048kB.service",
@@ -290,7 +290,8 @@ def test_pages_the_node_cannot_give_keep_kubelet_down_and_the_node_is_put_back(h
         wait("the memory of NUMA node 1 held", lambda: host.file("/run/numa-test-hog.ready").exists, timeout=120)
         extra = {"rollout_kubeconfig": os.path.join(CONTROL_PLANE, "admin.kubeconfig"), "rollout_drain_force": True,
                  "kubelet_topology_manager_scope": "pod", "kubelet_health_settle": 5, "rollout_health_settle": 5,
-                 "kubelet_health_timeout": 60, "rollout_drain": False, "node_profile_hugepages": pages}
+                 "kubelet_health_timeout": 60, "rollout_drain": False, "node_profile_hugepages": pages,
+                 "node_profile_hugepages_seconds": 10}
         started = time.time()
         done = run_playbook([os.path.join(ROOT, "playbooks", "site.yml"), "--limit", NODE, "--tags", "kubelet",
                              "-e", json.dumps(extra)], timeout=900)

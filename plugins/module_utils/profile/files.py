@@ -17,7 +17,7 @@ __metaclass__ = type
 import re
 
 from ansible_collections.numa.kube.plugins.module_utils.numa.sysfs import format_cpu_list
-from ansible_collections.numa.kube.plugins.module_utils.profile.plan import ProfileError
+from ansible_collections.numa.kube.plugins.module_utils.profile.plan import ALLOCATION_SECONDS, ProfileError
 
 SCRIPT = "/usr/local/libexec/numa-kube/hugepages"
 UNIT_DIR = "/etc/systemd/system"
@@ -28,8 +28,6 @@ IRQBALANCE_ENV_FILES = ("/etc/default/irqbalance", "/etc/sysconfig/irqbalance")
 IRQBALANCE_DROPIN = "/etc/systemd/system/irqbalance.service.d/50-numa-kube-banned-cpus.conf"
 # the irqbalance that reads IRQBALANCE_BANNED_CPULIST
 LIST_SINCE = (1, 8)
-# how long the script tries (compacting memory between tries) before it names the shortfall
-ALLOCATION_SECONDS = 60
 
 _BANNED_ANY = re.compile(r"^\s*(?:export\s+)?(IRQBALANCE_BANNED_CPU(?:S|LIST))\s*=\s*[\"']?([^\"'\s]*)")
 
@@ -111,10 +109,11 @@ def unit_name(page):
     return "numa-kube-hugepages-node%d-%dkB.service" % (page["node"], page["size_kb"])
 
 
-def hugepage_files(hugepages, service):
+def hugepage_files(hugepages, service, seconds=ALLOCATION_SECONDS):
     """{path: text} of the script, one unit per page entry (allocating runtime pages, checking those
     the kernel command line allocates at boot), and the drop-in that makes ``service``
-    (kubelet.service, rke2-agent.service, k3s.service...) require them; {} without huge pages."""
+    (kubelet.service, rke2-agent.service, k3s.service...) require them; {} without huge pages.
+    ``seconds``: how long a unit tries to allocate its pages before it fails."""
     if not hugepages:
         return {}
     files = {SCRIPT: _SCRIPT_TEXT}
@@ -131,9 +130,10 @@ def hugepage_files(hugepages, service):
             "[Service]\n"
             "Type=oneshot\n"
             "RemainAfterExit=yes\n"
-            "ExecStart=%(script)s %(check)s%(node)d %(size_kb)d %(count)d\n"
+            "ExecStart=%(script)s %(check)s%(node)d %(size_kb)d %(count)d%(seconds)s\n"
             "TimeoutStartSec=%(timeout)d\n"
-            % dict(page, service=service, script=SCRIPT, timeout=ALLOCATION_SECONDS + 60,
+            % dict(page, service=service, script=SCRIPT, timeout=seconds + 60,
+                   seconds="" if page["at"] == "boot" or seconds == ALLOCATION_SECONDS else " %d" % seconds,
                    check="--check " if page["at"] == "boot" else "",
                    how=" (allocated at boot)" if page["at"] == "boot" else ""))
     files["%s/%s.d/%s" % (UNIT_DIR, service, KUBELET_DROPIN)] = (

@@ -15,7 +15,7 @@ import re
 from ansible_collections.numa.kube.plugins.module_utils.kubelet.node import parse_kubelet_version
 from ansible_collections.numa.kube.plugins.module_utils.numa.sysfs import SysfsReader, format_cpu_list, parse_cpu_list, read_file
 from ansible_collections.numa.kube.plugins.module_utils.profile.files import (
-    AFFINITY_DROPIN, IRQBALANCE_DROPIN, IRQBALANCE_ENV_FILES, SCRIPT, affinity_dropin, hugepage_files, irqbalance_dropin)
+    AFFINITY_DROPIN, ALLOCATION_SECONDS, IRQBALANCE_DROPIN, IRQBALANCE_ENV_FILES, SCRIPT, affinity_dropin, hugepage_files, irqbalance_dropin)
 from ansible_collections.numa.kube.plugins.module_utils.profile.plan import ProfileError, cores_of, plan
 from ansible_collections.numa.kube.plugins.module_utils.quantity import Quantity, QuantityError
 
@@ -155,7 +155,8 @@ def profile_files(planned, service, irqbalance=None):
     was not asked, as for a recorded tree), the drop-in of its service that bans the isolated CPUs.
     ``irqbalance``: {load: LoadState, active: ActiveState, version: ``irqbalance --version``'s
     output, env_path and env_text: its environment file, where it has one}."""
-    found = dict(hugepage_files(planned["hugepages"], service + ".service"))
+    found = dict(hugepage_files(planned["hugepages"], service + ".service",
+                                planned.get("hugepages_seconds", ALLOCATION_SECONDS)))
     found[AFFINITY_DROPIN] = affinity_dropin(planned["cpu_affinity"])
     # a masked irqbalance is one the machine's owner turned off: nothing to ban from it
     if irqbalance and irqbalance.get("load") == "loaded":

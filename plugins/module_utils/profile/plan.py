@@ -51,6 +51,10 @@ _NOSMT = re.compile(r"^(nosmt(=force)?|[a-z_]+=(?:[a-z_]+,)*nosmt(?:,[a-z_]+)*|l
 # the part of a node's memory huge pages and the system reservation together leave to the kernel
 # and the pods' ordinary memory
 MEMORY_LEFT = 10
+# how long a huge page unit tries (compacting memory between tries) before it names the shortfall and
+# holds kubelet back, unless the profile says otherwise (hugepages_seconds); and the most it may say
+ALLOCATION_SECONDS = 60
+ALLOCATION_SECONDS_MOST = 3600
 
 
 class ProfileError(ProblemsError):
@@ -291,6 +295,11 @@ def _hugepages(problems, profile, topology, kernel_release, reserved_memory):
                             "some on another node"
                             % (total >> 20, node, " with the %d MiB reserved for the system" % (kept >> 20) if kept else "",
                                "tenth" if MEMORY_LEFT == 10 else "%d%%" % MEMORY_LEFT, memory >> 20))
+    seconds = profile.get("hugepages_seconds", ALLOCATION_SECONDS)
+    if isinstance(seconds, bool) or not isinstance(seconds, int) or not 1 <= seconds <= ALLOCATION_SECONDS_MOST:
+        problems.append("hugepages_seconds: %r must be a whole number of seconds from 1 to %d (how long a huge page "
+                        "unit tries before it holds kubelet back; default %d)"
+                        % (seconds, ALLOCATION_SECONDS_MOST, ALLOCATION_SECONDS))
     boot = [page for page in planned if page["at"] == "boot"]
     if len(set(page["size"] for page in boot)) > 1:
         problems.append("hugepages: boot-time pages of more than one size (%s): the kernel command line can hold one "
@@ -381,7 +390,7 @@ def plan(topology, profile, kubelet_version=None, kernel_release=None, kernel_ar
     count, on reserved_nodes or every node with CPUs), isolated (a CPU list, or "rest"),
     full_pcpus_only (default true), strict_cpu_reservation (default: asked for where kubelet is known
     to take it without a feature gate), balance_isolated (default true; false adds isolcpus' domain flag), hugepages (a list
-    of {size, node, count}). ``kubelet_version`` and ``kernel_release``: (major, minor, ...) when
+    of {size, node, count}), hugepages_seconds (how long a runtime page unit tries). ``kubelet_version`` and ``kernel_release``: (major, minor, ...) when
     known; ``kernel_args``: the parameters the run will set (a planned ``nosmt``);
     ``primary_threads``: the CPUs that stay online with SMT off (lowest APIC id of each core);
     ``reserved_memory``: {NUMA node: bytes} kept for the system by kubelet's reservedMemory;
@@ -416,4 +425,5 @@ def plan(topology, profile, kubelet_version=None, kernel_release=None, kernel_ar
         "irqbalance_banned_cpus": format_cpu_list(isolated),
         "cpu_affinity": format_cpu_list(reserved),
         "hugepages": hugepages,
+        "hugepages_seconds": profile.get("hugepages_seconds", ALLOCATION_SECONDS),
     }

@@ -29,7 +29,7 @@ def test_one_unit_per_runtime_page_entry_and_kubelet_requires_them_all():
         "/etc/systemd/system/numa-kube-hugepages-node1-2048kB.service",
         files.SCRIPT]
     unit = written["/etc/systemd/system/numa-kube-hugepages-node1-2048kB.service"]
-    assert "ExecStart=/usr/local/libexec/numa-kube/hugepages 1 2048 64\n" in unit
+    assert "ExecStart=/usr/local/libexec/numa-kube/hugepages 1 2048 64\nTimeoutStartSec=120\n" in unit
     assert "Type=oneshot\nRemainAfterExit=yes\n" in unit and "Before=kubelet.service\n" in unit
     dropin = written["/etc/systemd/system/kubelet.service.d/50-numa-kube-hugepages.conf"]
     # Requires, not only an order: a failed allocation stops kubelet's start

@@ -166,6 +166,13 @@ def test_huge_pages_the_node_cannot_hold_are_refused(smt, entry, expected):
     assert any(expected in problem for problem in found), found
 
 
+@pytest.mark.parametrize("seconds", [0, 3601, "60", True])
+def test_a_page_unit_tries_a_whole_number_of_seconds_within_an_hour(smt, seconds):
+    assert problems_of(smt, {"reserved_per_node": 2, "hugepages_seconds": seconds}) == [
+        "hugepages_seconds: %r must be a whole number of seconds from 1 to 3600 (how long a huge page unit tries "
+        "before it holds kubelet back; default 60)" % (seconds,)]
+
+
 def test_huge_pages_count_the_memory_reserved_for_the_system(smt):
     # 7 GiB of an 8 GiB node: more than a tenth left; with 1 GiB reserved for the system, not
     profile = {"reserved_per_node": 2, "hugepages": [{"size": "1Gi", "node": 1, "count": 7}]}
@@ -318,11 +325,16 @@ def test_the_module_plans_from_a_recorded_tree_and_changes_nothing(tmp_path):
     assert "ExecStart=/usr/local/libexec/numa-kube/hugepages --check 0 1048576 1\n" in files[
         "/etc/systemd/system/numa-kube-hugepages-node0-1048576kB.service"]["content"]
     failed, result = run_module(node_profile, dict(roots, profile={"reserved_per_node": 2, "hugepages": [
-        {"size": "2Mi", "node": 1, "count": 4}]}, kubelet_service="rke2-agent"), check_mode=True)
+        {"size": "2Mi", "node": 1, "count": 4}], "hugepages_seconds": 10}, kubelet_service="rke2-agent"),
+        check_mode=True)
     assert not failed, result
-    assert "Requires=numa-kube-hugepages-node1-2048kB.service\n" in dict(
-        (entry["path"], entry["content"]) for entry in result["files"])[
+    assert result["hugepages_seconds"] == 10
+    contents = dict((entry["path"], entry["content"]) for entry in result["files"])
+    assert "Requires=numa-kube-hugepages-node1-2048kB.service\n" in contents[
         "/etc/systemd/system/rke2-agent.service.d/50-numa-kube-hugepages.conf"]
+    # the unit tries for the seconds asked, and systemd waits a minute longer before it ends it
+    unit = contents["/etc/systemd/system/numa-kube-hugepages-node1-2048kB.service"]
+    assert "ExecStart=/usr/local/libexec/numa-kube/hugepages 1 2048 4 10\nTimeoutStartSec=70\n" in unit
     failed, result = run_module(node_profile, dict(roots, profile={"reserved_per_node": 2}), check_mode=True)
     assert not failed and [entry["path"] for entry in result["files"]] == [
         "/etc/systemd/system.conf.d/50-numa-kube-cpu-affinity.conf"], result
