@@ -60,7 +60,7 @@ options:
   watchdog_seconds:
     description:
       - The trial's C(systemd.watchdog_sec=), seconds without a ping from systemd before the watchdog reboots the node
-        (0 to 3600); 0 arms no watchdog. The role disarms it once the change is kept.
+        (0 to 3600); 0 arms no watchdog. The role puts back the node's own once the change is kept.
     type: int
     default: 120
   grub_cfg_path:

@@ -37,14 +37,17 @@ from ansible_collections.numa.kube.plugins.module_utils.kubelet.node import runn
 # klog's error and fatal lines (E1122 10:00:00.000000 ...), and what systemd prints on a crash.
 _ERROR_LINE = re.compile(r"^(?:[EF]\d{4} |.*(?:command failed|Failed to run|failed to run Kubelet|"
                          r"could not restore state|is not equal to the value|"
-                         r"does not exist on this machine|differs from state checkpoint))")
+                         r"does not exist on this machine|differs from state checkpoint|"
+                         r"doesn't match with CPUs in state))")
 
 # The refusals of kubelet's configuration and state that no restart can get past (kubelet's Memory
 # and CPU Managers and its configuration check; their texts in kubelet's sources, see domain.md):
-# the same files give the same refusal at every start.
+# the same files give the same refusal at every start. "doesn't match with CPUs in state" is the
+# static CPU Manager's, on a node whose online CPUs changed since its checkpoint (nr_cpus, maxcpus,
+# nosmt, a CPU taken offline: pkg/kubelet/cm/cpumanager/policy_static.go, validateState).
 _REFUSAL = re.compile(r"is not equal to the value|does not exist on this machine|"
                       r"failed to validate kubelet configuration|invalid configuration: the reserved memory|"
-                      r"could not restore state|differs from state checkpoint")
+                      r"could not restore state|differs from state checkpoint|doesn't match with CPUs in state")
 # klog's header: severity and date, time, the writing process's ID, then the source line
 _KLOG_PID = re.compile(r"^[EF]\d{4} \S+\s+(\d+) ")
 

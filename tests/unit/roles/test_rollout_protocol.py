@@ -18,7 +18,7 @@ import yaml
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 ROLE = os.path.join(ROOT, "roles", "rollout")
-ENTRY_POINTS = ("main", "recover", "begin", "step", "end", "labels", "rollback")
+ENTRY_POINTS = ("main", "recover", "begin", "step", "healthy", "end", "labels", "rollback")
 PUBLIC_FACTS = ("rollout_record", "rollout_open", "rollout_drained", "rollout_kubelet_healthy", "rollout_recovered",
                 "rollout_waits")
 BEGIN_INPUTS = ("rollout_change_files", "rollout_change_services", "rollout_change_disruptive", "rollout_change_reason")

@@ -77,6 +77,10 @@ def test_the_runtime_not_answering_is_no_refusal_but_a_bad_reservation_is():
     checkpoint = ('E1122 10:00:01.000000 1 cpu_manager.go:1] "Failed to start" err="could not restore state from '
                   'checkpoint: configured policy \\"static\\" differs from state checkpoint policy \\"none\\""')
     assert refusal(checkpoint) == checkpoint
+    # the static CPU Manager on a node with fewer CPUs online than its checkpoint names (policy_static.go)
+    fewer = ('E1129 10:00:01.000000 7 policy_static.go:200] "invalid state, please drain node and remove policy state '
+             'file" err="current set of available CPUs \\"0-1\\" doesn\'t match with CPUs in state \\"0-3\\""')
+    assert refusal(fewer, pid=7) == fewer and refusal(fewer, pid=8) is None
     assert refusal("") is None
 
 
