@@ -27,16 +27,19 @@ description:
     encrypted disk, or on a file system grub cannot write (btrfs, ZFS), as C(grub-probe) tells, where
     grub cannot clear the one-time choice at boot; a default that is not the first entry; a one-time
     boot already set; a menu with no entry to copy (BLS).
-  - O(state=booted) reads C(/proc/cmdline) and says whether the node runs the trial or came back on its
-    previous command line. O(state=committed) checks that grub.cfg, regenerated after the change was
-    kept, boots O(wanted) by default and holds no trial entry.
+  - It also refuses a node that does not run what grub boots by default (a fall back would boot a
+    command line it never ran), and a grub.cfg made from other grub defaults than the node has.
+  - O(state=booted) reads C(/proc/cmdline) and the boot id and says whether the node runs the trial or
+    came back on its previous command line. O(state=staged) checks grub.cfg regenerated with the trial
+    entry (the default unchanged, the trial entry booting O(trial)). O(state=committed) checks that
+    grub.cfg, regenerated after the change was kept, boots O(wanted) by default and holds no trial entry.
 author:
   - numa.kube contributors (@numa-kube)
 options:
   state:
     description: What to read (see the description).
     type: str
-    choices: [plan, booted, committed]
+    choices: [plan, booted, staged, committed]
     default: plan
   present:
     description: Parameters the new command line has (C(name) or C(name=value)), as M(numa.kube.kernel_args) takes them.
@@ -53,6 +56,31 @@ options:
     type: list
     elements: str
     default: []
+  previous:
+    description: With O(state=staged), the command line the default entry must still boot (RV(previous) of the plan).
+    type: list
+    elements: str
+    default: []
+  trial:
+    description: With O(state=staged), the command line the trial entry must boot (RV(trial) of the plan).
+    type: list
+    elements: str
+    default: []
+  method:
+    description:
+      - How the node's kernel parameters are changed (M(numa.kube.kernel_args)' RV(numa.kube.kernel_args#module:method)).
+        The trial is built for C(grub_default); C(grubby) is refused by O(state=plan).
+    type: str
+    choices: [grub_default, grubby]
+    default: grub_default
+  grub_default_path:
+    description: The grub defaults, whose O(variable) the change edits (the trial entry puts it where update-grub will).
+    type: path
+    default: /etc/default/grub
+  variable:
+    description: The grub defaults variable the change edits.
+    type: str
+    default: GRUB_CMDLINE_LINUX
   panic_seconds:
     description: The trial's C(panic=), seconds before a panicking kernel or initramfs reboots (1 to 3600).
     type: int
@@ -71,6 +99,12 @@ options:
     description: The grub.d script that prints the trial entry.
     type: path
     default: /etc/grub.d/45_numa_kube_trial
+  grubenv_path:
+    description:
+      - grub's environment block that C(grub-reboot) writes; empty takes C(/boot/grub/grubenv), or
+        C(/boot/grub2/grubenv) with C(grub2-reboot).
+    type: path
+    default: ""
   grub_reboot:
     description: The command that sets grub's one-time choice; empty takes C(grub-reboot) or C(grub2-reboot), whichever is installed.
     type: path
@@ -173,7 +207,7 @@ softdog:
   type: bool
 grub_cfg:
   description: The grub.cfg read.
-  returned: state is plan or committed
+  returned: state is plan, staged or committed
   type: str
   sample: /boot/grub/grub.cfg
 grubenv:
@@ -188,6 +222,10 @@ booted:
   sample: trial
 running:
   description: The running kernel's command line, without grub's C(BOOT_IMAGE=) and the trial's marker.
+  returned: state is booted
+  type: str
+boot_id:
+  description: The running boot's id (C(/proc/sys/kernel/random/boot_id)), which tells a later reboot.
   returned: state is booted
   type: str
 default:
@@ -206,10 +244,16 @@ from ansible_collections.numa.kube.plugins.module_utils.node.kernel_args_trial i
 def main():
     module = AnsibleModule(
         argument_spec=dict(
-            state=dict(type="str", choices=["plan", "booted", "committed"], default="plan"),
+            state=dict(type="str", choices=["plan", "booted", "staged", "committed"], default="plan"),
             present=dict(type="list", elements="str", default=[]),
             absent=dict(type="list", elements="str", default=[]),
             wanted=dict(type="list", elements="str", default=[]),
+            previous=dict(type="list", elements="str", default=[]),
+            trial=dict(type="list", elements="str", default=[]),
+            method=dict(type="str", choices=["grub_default", "grubby"], default="grub_default"),
+            grub_default_path=dict(type="path", default="/etc/default/grub"),
+            variable=dict(type="str", default="GRUB_CMDLINE_LINUX"),
+            grubenv_path=dict(type="path", default=""),
             panic_seconds=dict(type="int", default=10),
             watchdog_seconds=dict(type="int", default=120),
             grub_cfg_path=dict(type="path", default=""),

@@ -120,7 +120,9 @@ def test_a_line_a_node_cannot_boot_falls_back_by_itself_and_one_that_fails_the_g
     extra = {"rollout_kubeconfig": os.path.join(CONTROL_PLANE, "admin.kubeconfig"), "rollout_drain": False,
              "rollout_health_settle": 5, "kernel_args_present": present, "kernel_args_allow": ["root", "nr_cpus"],
              "kernel_args_reboot_ok": True, "kernel_args_backup": False, "kernel_args_trial_panic_seconds": 3,
-             "numa_kube_batch_size": 2}
+             "numa_kube_batch_size": 2,
+             # numa-uneven's kubelet takes the converge's own settings (a drop-in); only its kernel changes here
+             "kubelet_manage": "{{ inventory_hostname == '%s' }}" % NODE, "containerd_nri_manage": False}
     done = run_playbook([os.path.join(ROOT, "playbooks", "site.yml"), "--limit", "%s,%s" % (NODE, UNEVEN),
                          "--tags", "kernel_args", "-e", json.dumps(extra)], timeout=1800)
     output = done.stdout + done.stderr

@@ -63,6 +63,40 @@ def test_the_script_prints_the_entry_as_grub_mkconfig_runs_it(tmp_path):
     assert printed.count("menuentry") == 1 and printed.endswith("}\n")
 
 
+def test_the_changed_grub_defaults_go_where_update_grub_puts_them():
+    """GRUB_CMDLINE_LINUX comes before GRUB_CMDLINE_LINUX_DEFAULT (quiet, on stock Debian and Ubuntu):
+    the trial boots the order the kept default will have, or grub.cfg's check after the keep fails."""
+    quiet = GRUB_CFG.replace("ro console=ttyS0 \n\techo\t'Loading initial", "ro console=ttyS0 quiet\n\techo\t'Loading initial")
+    previous = trial.default_entry(quiet)[2]
+    assert previous == PREVIOUS + ["quiet"]
+    wanted, _tried = trial.trial_args(previous, ["nohz_full=1-3"], [], 10, 0, False,
+                                      linux=(["console=ttyS0"], ["console=ttyS0", "nohz_full=1-3"]))
+    assert wanted == [PREVIOUS[0], "ro", "console=ttyS0", "nohz_full=1-3", "quiet"]
+    # empty defaults: right after root= and ro
+    assert trial.replace_run([PREVIOUS[0], "ro", "quiet"], [], ["nohz_full=1-3"]) == [PREVIOUS[0], "ro", "nohz_full=1-3",
+                                                                                        "quiet"]
+    # a grub.cfg made from other defaults than the node has is refused
+    with pytest.raises(trial.KernelTrialError, match="grub.cfg was made from other defaults"):
+        trial.trial_args(previous, [], [], 10, 0, False, linux=(["console=ttyS1"], ["console=ttyS1", "x"]))
+
+
+def test_the_running_line_is_compared_without_the_trials_own_parameters():
+    kept = "BOOT_IMAGE=/boot/vmlinuz ro console=ttyS0 nohz_full=1-3 panic=10 systemd.watchdog_sec=120 numa_kube.trial=1"
+    assert trial.running_args(kept) == ["ro", "console=ttyS0", "nohz_full=1-3"]
+    # a panic= of the node's own stays where no trial booted
+    assert trial.running_args("BOOT_IMAGE=/x ro panic=30") == ["ro", "panic=30"]
+
+
+def test_the_regenerated_menu_is_checked_before_grub_is_told_to_boot_the_trial():
+    block, kernel, previous = trial.default_entry(GRUB_CFG)
+    tried = trial.trial_args(previous, ["nohz_full=1-3"], [], 10, 0, False)[1]
+    staged = GRUB_CFG + "\n".join(trial.entry_script(block, kernel, tried).splitlines()[4:]) + "\n"
+    assert trial.check_staged(staged, "", previous, tried) == []
+    assert "holds 0 trial entries" in trial.check_staged(GRUB_CFG, "", previous, tried)[0]
+    assert "not the" in trial.check_staged(staged, "", previous, tried[:-1])[0]
+    assert "would fall back to a command line it never ran" in trial.check_staged(staged, "", previous + ["x"], tried)[0]
+
+
 @pytest.mark.parametrize("asked", [["panic=0"], ["modules_load=x"], ["systemd.watchdog_sec=5"]])
 def test_the_trials_own_parameters_cannot_be_asked_for_as_well(asked):
     with pytest.raises(trial.KernelTrialError, match="the trial boot sets these itself"):
@@ -99,6 +133,15 @@ def test_another_default_entry_or_a_pending_one_time_boot_is_refused():
         trial.default_entry(saved, "saved_entry=gnulinux-advanced-x>gnulinux-6.1-x\n")
     with pytest.raises(trial.KernelTrialError, match="already names a one-time boot"):
         trial.default_entry(GRUB_CFG, "next_entry=1\n")
+    # numa.kube's own, left by an interrupted run: the rollout's recover puts the block back first
+    assert trial.default_entry(GRUB_CFG, "next_entry=numa-kube-trial\n")[2] == PREVIOUS
+
+
+def test_ubuntus_vt_handoff_variable_is_copied_as_it_is():
+    ubuntu = GRUB_CFG.replace("ro console=ttyS0 \n", "ro console=ttyS0 quiet splash $vt_handoff\n", 1)
+    assert trial.default_entry(ubuntu)[2][-1] == "$vt_handoff"
+    with pytest.raises(trial.KernelTrialError, match="with quotes or grub variables"):
+        trial.default_entry(GRUB_CFG.replace("ro console=ttyS0 \n", "ro console=ttyS0 $other\n", 1))
 
 
 def test_a_menu_without_entries_is_refused():
@@ -129,25 +172,35 @@ def test_the_module_plans_reads_and_checks_on_recorded_files(tmp_path):
     (tmp_path / "grubenv").write_text("# GRUB Environment Block\n" + "#" * 900)
     watchdogs = tmp_path / "watchdog"
     watchdogs.mkdir()
-    failed, result = run_module(kernel_args_trial, dict(grub_cfg_path=str(cfg), probe=False, present=["nohz_full=1-3"],
-                                                         watchdog_sysfs=str(watchdogs), grub_reboot=REBOOT), check_mode=True)
+    defaults = tmp_path / "grub"
+    defaults.write_text('GRUB_DEFAULT=0\nGRUB_CMDLINE_LINUX="console=ttyS0"\n')
+    running = tmp_path / "running"
+    running.write_text("BOOT_IMAGE=/boot/vmlinuz-6.12.117+deb13-amd64 %s\n" % " ".join(PREVIOUS))
+    node = dict(grub_cfg_path=str(cfg), probe=False, watchdog_sysfs=str(watchdogs), grub_reboot=REBOOT,
+                grub_default_path=str(defaults), proc_cmdline_path=str(running), grubenv_path=str(tmp_path / "grubenv"))
+    failed, result = run_module(kernel_args_trial, dict(node, present=["nohz_full=1-3"]), check_mode=True)
     assert not failed, result
     assert result["changed"] is False and result["grubenv"] == str(tmp_path / "grubenv")
     assert result["wanted"] == PREVIOUS + ["nohz_full=1-3"] and result["softdog"] is True
     assert result["trial"][-4:] == ["panic=10", "systemd.watchdog_sec=120", "modules-load=softdog", "numa_kube.trial=1"]
     assert result["reboot_command"] == [REBOOT, "numa-kube-trial"] and result["entry_path"] == trial.ENTRY_PATH
     (watchdogs / "watchdog0").mkdir()  # a device of its own: no softdog
-    failed, result = run_module(kernel_args_trial, dict(grub_cfg_path=str(cfg), probe=False, watchdog_sysfs=str(watchdogs),
-                                                         grub_reboot=REBOOT))
+    failed, result = run_module(kernel_args_trial, node)
     assert not failed and "modules-load=softdog" not in result["trial"], result
+    # grubby's entries, and a node that does not run its default entry, are refused
+    failed, result = run_module(kernel_args_trial, dict(node, method="grubby"))
+    assert failed and "not built yet: set kernel_args_trial: false" in result["msg"], result
+    running.write_text("BOOT_IMAGE=/boot/vmlinuz ro console=ttyS1\n")
+    failed, result = run_module(kernel_args_trial, node)
+    assert failed and "a trial that fell back would boot a command line this node has not run" in result["msg"], result
 
     proc = tmp_path / "cmdline"
     proc.write_text("BOOT_IMAGE=/boot/vmlinuz ro panic=10 numa_kube.trial=1\n")
     failed, result = run_module(kernel_args_trial, dict(state="booted", proc_cmdline_path=str(proc)))
     assert not failed and result["booted"] == "trial" and result["running"] == "ro panic=10", result
+    assert len(result["boot_id"]) == 36, result
 
     failed, result = run_module(kernel_args_trial, dict(state="committed", grub_cfg_path=str(cfg), wanted=["ro"]))
     assert failed and "grub.cfg's default entry boots" in result["msg"], result
-    failed, result = run_module(kernel_args_trial, dict(state="plan", grub_cfg_path=str(cfg), probe=False,
-                                                         panic_seconds=0))
+    failed, result = run_module(kernel_args_trial, dict(node, panic_seconds=0))
     assert failed and "panic_seconds: 0 must be from 1 to 3600 seconds" in result["msg"], result
