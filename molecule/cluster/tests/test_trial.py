@@ -75,11 +75,13 @@ def test_the_converges_change_was_booted_on_trial_and_kept(host):
     timeout and systemd's watchdog are back as the node had them before the trial."""
     running, default = cmdline(host), default_entry_args(host)
     env = grubenv(host)
-    watchdog = host.check_output("systemctl show -p RuntimeWatchdogUSec --value")
+    watchdog, reboot_watchdog, kexec_watchdog = host.check_output(
+        "systemctl show -p RuntimeWatchdogUSec,RebootWatchdogUSec,KExecWatchdogUSec --value").split()
     panic = host.file("/proc/sys/kernel/panic").content_string.strip()
     armed = host.run("journalctl -b 0 -o cat -u init.scope --no-pager | grep -i -m 3 watchdog").stdout.strip()
-    print("running:  %s\ndefault:  %s\ngrubenv:  %s\npanic timeout now: %s; watchdog now: %s; this boot's journal: %s"
-          % (" ".join(running), " ".join(default), env, panic, watchdog, armed))
+    print("running:  %s\ndefault:  %s\ngrubenv:  %s\npanic timeout now: %s; watchdogs now (runtime, reboot, kexec): "
+          "%s %s %s; this boot's journal: %s"
+          % (" ".join(running), " ".join(default), env, panic, watchdog, reboot_watchdog, kexec_watchdog, armed))
     assert TRIAL in running and "panic=10" in running and "systemd.watchdog_sec=120" in running, running
     assert "numa_balancing=disable" in default and any(arg.startswith("nohz_full=") for arg in default), default
     assert TRIAL not in default and not any(arg.startswith("panic=") for arg in default), default
@@ -89,6 +91,7 @@ def test_the_converges_change_was_booted_on_trial_and_kept(host):
     assert not host.file(ENTRY).exists and "numa-kube-trial" not in host.file("/boot/grub/grub.cfg").content_string
     # Debian's own: no watchdog, and a panic waits (0); the trial's are put back once the change is kept
     assert watchdog in ("0", "0s") and panic == "0", (watchdog, panic)
+    assert reboot_watchdog == "10min" and kexec_watchdog in ("0", "0s"), (reboot_watchdog, kexec_watchdog)
     assert armed, "systemd ran the trial boot with its watchdog"
 
 
