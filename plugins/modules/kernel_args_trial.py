@@ -22,7 +22,7 @@ description:
     the grub defaults will have it), plus C(panic=) (so a kernel, or Debian's initramfs, that panics
     reboots), systemd's runtime watchdog (C(systemd.watchdog_sec=), with C(modules-load=softdog) where the
     node has no watchdog device, so a hang reboots) and the marker C(numa_kube.trial=1). C(grub-reboot)
-    boots it once: grub clears the one-time choice as it boots it, so any later boot is the default again.
+    boots it once; grub clears the one-time choice as it boots it, so any later boot is the default again.
   - It refuses where that cannot hold - C(/boot/grub) on LVM, another disk filter (md-RAID) or an
     encrypted disk, or on a file system grub cannot write (btrfs, ZFS), as C(grub-probe) tells, where
     grub cannot clear the one-time choice at boot; a default that is not the first entry; a one-time
@@ -127,6 +127,7 @@ attributes:
     description: The module never changes the node; check mode runs it the same.
   diff_mode:
     support: none
+    description: The module changes nothing.
 notes:
   - Made for grub menus that C(update-grub) or C(grub-mkconfig) write (Debian, Ubuntu). Nodes booted
     through grubby's BLS entries (RHEL, Fedora, Amazon Linux 2023) are refused by O(state=plan); the
