@@ -9,6 +9,8 @@ import pytest
 import yaml
 
 from ansible_collections.numa.kube.plugins.module_utils.kubelet.args import kubelet_arg_list
+from ansible_collections.numa.kube.plugins.module_utils.numa.sysfs import SysfsReader
+from ansible_collections.numa.kube.plugins.module_utils.profile.plan import plan
 from ansible_collections.numa.kube.plugins.module_utils.kubelet.rke2 import (
     Rke2ConfigError,
     config_files,
@@ -18,6 +20,7 @@ from ansible_collections.numa.kube.plugins.module_utils.kubelet.rke2 import (
     option_values,
     yaml_scalar,
 )
+from ansible_collections.numa.kube.tests.unit.plugins import sysfs_tree
 
 # PyYAML reads YAML 1.1, as RKE2's and k3s's gopkg.in/yaml.v2 does: 0600 is a number, yes is true.
 TRICKY = ["0600", "0644", "384", "1e3", "0x1F", "1:20", "2001-12-14", ".nan", ".inf", "-1", "+1",
@@ -214,3 +217,19 @@ def test_option_values_are_one_flag_per_item_as_text():
     assert option_values(merged, "token") == ["x"]
     assert option_values(merged, "empty") == [""]
     assert option_values(merged, "missing") == []
+
+
+def test_a_node_profiles_kubelet_fields_reach_rke2_and_k3s_kubelet_arg_as_kubelet_reads_them(tmp_path):
+    """The lablabs RKE2 role's rke2_kubelet_arg (and k3s's kubelet-arg, the same YAML list) carries a
+    profile's fields as the flags kubelet parses; YAML 1.1, as RKE2's parser reads it, gives the same
+    strings back."""
+    sys_root, proc_root = sysfs_tree.two_socket_interleaved().write(str(tmp_path))
+    topology = SysfsReader(sys_root, proc_root).read(include_pci=False)
+    profile = plan(topology, {"reserved_per_node": 2}, kubelet_version=(1, 36, 3))
+    settings = dict(profile["kubelet"], topologyManagerPolicy="single-numa-node")
+    items = kubelet_arg_items(settings)
+    rendered = "kubelet-arg:\n" + "".join("  - %s\n" % item for item in items)
+    flags = yaml.safe_load(rendered)["kubelet-arg"]
+    assert flags == kubelet_arg_list(settings)
+    assert "reserved-cpus=%s" % profile["reserved"] in flags and "cpu-manager-policy=static" in flags
+    assert any(flag.startswith("cpu-manager-policy-options=") and "full-pcpus-only=true" in flag for flag in flags), flags
