@@ -142,7 +142,9 @@ seealso:
 EXAMPLES = r"""
 - name: Plan the trial
   numa.kube.kernel_args_trial:
-    present: [isolcpus=managed_irq,2-7, nohz_full=2-7]
+    present:
+      - isolcpus=managed_irq,2-7
+      - nohz_full=2-7
   register: trial
 
 - name: Write the trial entry

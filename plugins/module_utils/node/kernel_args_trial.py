@@ -245,8 +245,8 @@ def check_staged(grub_cfg, grubenv, previous, trial):
         problems.append("grub.cfg regenerated holds %d trial entries (id %s), not one: is %s executable?"
                         % (len(found), ENTRY_ID, ENTRY_PATH))
     elif linux_of(found[0])[1] != list(trial):
-        problems.append("grub.cfg's trial entry boots %r, not the %r planned" % (" ".join(linux_of(found[0])[1]),
-                                                                               " ".join(trial)))
+        booting = " ".join(linux_of(found[0])[1])
+        problems.append("grub.cfg's trial entry boots %r, not the %r planned" % (booting, " ".join(trial)))
     return problems
 
 

@@ -73,8 +73,8 @@ def test_the_changed_grub_defaults_go_where_update_grub_puts_them():
                                       linux=(["console=ttyS0"], ["console=ttyS0", "nohz_full=1-3"]))
     assert wanted == [PREVIOUS[0], "ro", "console=ttyS0", "nohz_full=1-3", "quiet"]
     # empty defaults: right after root= and ro
-    assert trial.replace_run([PREVIOUS[0], "ro", "quiet"], [], ["nohz_full=1-3"]) == [PREVIOUS[0], "ro", "nohz_full=1-3",
-                                                                                        "quiet"]
+    expected = [PREVIOUS[0], "ro", "nohz_full=1-3", "quiet"]
+    assert trial.replace_run([PREVIOUS[0], "ro", "quiet"], [], ["nohz_full=1-3"]) == expected
     # a grub.cfg made from other defaults than the node has is refused
     with pytest.raises(trial.KernelTrialError, match="grub.cfg was made from other defaults"):
         trial.trial_args(previous, [], [], 10, 0, False, linux=(["console=ttyS1"], ["console=ttyS1", "x"]))
