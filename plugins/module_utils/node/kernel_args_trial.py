@@ -228,6 +228,12 @@ def shown(cmdline):
     return " ".join(word for word in words if not word.startswith("BOOT_IMAGE=") and word != MARKER)
 
 
+def trial_entries(grub_cfg):
+    """The top-level menu entries of grub.cfg that carry the trial's id."""
+    return [block for block in entries((grub_cfg or "").splitlines())
+            if re.search(r"--id\s+['\"]?%s\b" % ENTRY_ID, block[0])]
+
+
 def check_staged(grub_cfg, grubenv, previous, trial):
     """Problems with grub.cfg regenerated with the trial entry, before grub is told to boot it: the
     default entry unchanged (what the node falls back to) and the trial entry booting ``trial``."""
@@ -239,8 +245,7 @@ def check_staged(grub_cfg, grubenv, previous, trial):
     if args != list(previous):
         problems.append("grub.cfg regenerated with the trial entry boots %r by default, not the %r planned: the node "
                         "would fall back to a command line it never ran" % (" ".join(args), " ".join(previous)))
-    found = [block for block in entries((grub_cfg or "").splitlines())
-             if re.search(r"--id\s+['\"]?%s\b" % ENTRY_ID, block[0])]
+    found = trial_entries(grub_cfg)
     if len(found) != 1:
         problems.append("grub.cfg regenerated holds %d trial entries (id %s), not one: is %s executable?"
                         % (len(found), ENTRY_ID, ENTRY_PATH))
@@ -261,7 +266,7 @@ def check_committed(grub_cfg, grubenv, wanted):
     if args != list(wanted):
         problems.append("grub.cfg's default entry boots %r, not the %r the trial booted (was grub.cfg older than "
                         "/etc/default/grub?); the change is undone" % (" ".join(args), " ".join(wanted)))
-    if re.search(r"--id\s+['\"]?%s\b" % ENTRY_ID, grub_cfg or ""):
+    if trial_entries(grub_cfg):
         problems.append("grub.cfg still holds the trial entry %s after it was taken out of %s" % (ENTRY_ID, ENTRY_PATH))
     return problems
 
