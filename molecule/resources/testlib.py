@@ -151,21 +151,29 @@ class AuditLog(object):
         with open(self.path) as handle:
             return sum(1 for _line in handle)
 
-    def node_requests(self, since=0, times=False, labels=False):
+    def node_requests(self, since=0, times=False, labels=False, node=None):
         """Cordons, evictions and uncordons in order, as (verb, name) pairs, or (verb, name, epoch
         seconds) with ``times``, from line ``since`` on; with ``labels`` also each change of a
-        Node's labels (verb ``label``)."""
-        requests = []
+        Node's labels (verb ``label``). With ``node``, only that Node's and the evictions of pods
+        placed on it (or on a node the log does not tell): the tests that run beside others
+        (conftest's lanes) see their own node's."""
+        requests, placed = [], {}
         with open(self.path) as handle:
             for number, line in enumerate(handle):
-                if number < since:
-                    continue
                 event = json.loads(line)
-                if event["user"]["username"] != "numa-kube-admin" or event.get("stage") != "ResponseComplete":
-                    continue
-                if event.get("responseStatus", {}).get("code", 500) >= 300:
+                if event.get("stage") != "ResponseComplete" or event.get("responseStatus", {}).get("code", 500) >= 300:
                     continue
                 ref = event["objectRef"]
+                if ref["resource"] == "pods" and event["verb"] == "create":
+                    body = event.get("requestObject") or {}
+                    target = ((body.get("target") or {}).get("name") if ref.get("subresource") == "binding"
+                              else (body.get("spec") or {}).get("nodeName"))
+                    name = ref.get("name") or (body.get("metadata") or {}).get("name")
+                    if target and name:
+                        placed[(ref.get("namespace"), name)] = target
+                    continue
+                if number < since or event["user"]["username"] != "numa-kube-admin":
+                    continue
                 verb = None
                 if ref["resource"] == "nodes" and not ref.get("subresource") and event["verb"] in ("patch", "update"):
                     spec = (event.get("requestObject") or {}).get("spec") or {}
@@ -175,7 +183,8 @@ class AuditLog(object):
                         verb = "label"
                 elif ref.get("subresource") == "eviction":
                     verb = "evict"
-                if verb:
+                where = placed.get((ref.get("namespace"), ref["name"])) if verb == "evict" else ref["name"]
+                if verb and (node is None or where in (node, None)):
                     requests.append((verb, ref["name"], _epoch(event["stageTimestamp"])))
         return requests if times else [(verb, name) for verb, name, _when in requests]
 
@@ -208,6 +217,7 @@ def _epoch(stamp):
 
 PLAYBOOK_LOGS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tests", "output", "logs",
                              "playbook-runs")
+_LOG_NAMES = threading.Lock()
 
 
 def run_playbook(args, timeout=1800):
@@ -220,9 +230,11 @@ def run_playbook(args, timeout=1800):
                           env=dict(os.environ, ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0",
                                    PROFILE_TASKS_TASK_OUTPUT_LIMIT="all"))
     took = time.time() - started
-    if not os.path.isdir(PLAYBOOK_LOGS):
-        os.makedirs(PLAYBOOK_LOGS)
-    name = "%s-%d-%d.log" % (time.strftime("%H%M%S", time.localtime(started)), os.getpid(), len(os.listdir(PLAYBOOK_LOGS)))
+    with _LOG_NAMES:  # runs made side by side (threads) each get a file of their own
+        os.makedirs(PLAYBOOK_LOGS, exist_ok=True)
+        name = "%s-%d-%d.log" % (time.strftime("%H%M%S", time.localtime(started)), os.getpid(),
+                                 len(os.listdir(PLAYBOOK_LOGS)))
+        open(os.path.join(PLAYBOOK_LOGS, name), "w").close()
     log = os.path.join(PLAYBOOK_LOGS, name)
     with open(log, "w") as handle:
         handle.write("%s\n(took %d s, exit %d)\n%s\n%s"

@@ -93,12 +93,14 @@ options:
       - C(socket_path) must be an absolute path inside C(/run) or C(/var/run) (RKE2's and k3s's own
         containerd state, C(/run/k3s), is inside them), still inside once symbolic links are
         followed, and hold nothing - containerd removes what is at that path before it listens. The
-        only thing accepted there is the socket containerd's NRI made itself - the path is the NRI
+        only things accepted there are the socket containerd's NRI made itself - the path is the NRI
         socket path of the configuration in force (the file, or RKE2's and k3s's rendered
-        config.toml), with NRI on in it; another socket (C(/run/containerd/containerd.sock),
-        C(/run/dbus/system_bus_socket)) is refused. The socket path containerd will use (from the
-        file when not given here) is checked the same way whenever NRI is on; nothing is written
-        otherwise.
+        config.toml), with NRI on in it - and a socket no program listens on (a connection to it is
+        refused), such as the NRI socket a containerd restarted with NRI off leaves behind (removed
+        when the file changes, see RV(leftover_socket_removed)); a socket a program listens on
+        (C(/run/containerd/containerd.sock), C(/run/dbus/system_bus_socket)) is refused. The socket
+        path containerd will use (from the file when not given here) is checked the same way
+        whenever NRI is on; nothing is written otherwise.
     type: dict
     default: {}
   containerd_version:
@@ -199,6 +201,15 @@ restart_required:
   returned: success
   type: bool
   sample: true
+leftover_socket_removed:
+  description:
+    - Whether a socket nobody listens on was at I(socket_path) when this change turned NRI on (one a
+      containerd restarted with NRI off leaves behind), and is removed (in check mode, would be), as
+      containerd itself removes it when it starts with NRI on. A wait for the socket after the
+      restart then sees containerd's own.
+  returned: success with I(state=present)
+  type: bool
+  sample: false
 nri_enabled:
   description: Whether NRI is on once containerd runs with the file as this run leaves it.
   returned: success

@@ -25,6 +25,8 @@ PLUGIN = textwrap.dedent("""\
     spec.loader.exec_module(module)
     pytest_configure = module.pytest_configure
     pytest_collection_modifyitems = module.pytest_collection_modifyitems
+    pytest_runtest_protocol = module.pytest_runtest_protocol
+    beside_lane = module.beside_lane
     """ % CLUSTER_CONFTEST)
 
 HOST = textwrap.dedent("""\
@@ -35,6 +37,12 @@ HOST = textwrap.dedent("""\
         return request.param
 
     """)
+
+
+def pytest_env():
+    env = dict((key, value) for key, value in os.environ.items() if key not in ("PYTEST_ADDOPTS", "NUMA_KUBE_VERIFY_LANE"))
+    env.update(PYTEST_DISABLE_PLUGIN_AUTOLOAD="1", PYTHONDONTWRITEBYTECODE="1")
+    return env
 
 
 def collected(folder, with_hook):
@@ -89,3 +97,76 @@ def test_a_marked_test_runs_after_every_other_test_of_its_file_and_nothing_else_
     assert [name for name in ordered if name.startswith("test_fleet.py")][-2:] == marked, ordered
     assert [name for name in ordered if name.startswith("test_only_marked.py")] == [
         "test_only_marked.py::test_g", "test_only_marked.py::test_h"]
+
+
+# --- the two lanes ---------------------------------------------------------------------------------
+
+LANES = {
+    # the lane of numa-kubelet: its first test waits (up to a minute) for a file only the beside lane
+    # writes, so it passes only when the two lanes run at once
+    "test_kubelet.py": textwrap.dedent("""\
+        import os, time
+        import pytest
+        pytestmark = pytest.mark.with_beside
+        @pytest.mark.usefixtures("beside_lane")
+        def test_waits_for_the_other_lane():
+            deadline = time.time() + 60
+            while not os.path.exists("beside-ran") and time.time() < deadline:
+                time.sleep(0.1)
+            assert os.path.exists("beside-ran")
+        @pytest.mark.with_beside(last=True)
+        def test_join(beside_lane):
+            assert beside_lane is not None
+            code = beside_lane.wait(timeout=120)
+            assert code == 0, "exited %s" % code
+        def test_after_in_the_file():
+            pass
+        """),
+    "test_withdraw.py": textwrap.dedent("""\
+        import os
+        import pytest
+        pytestmark = pytest.mark.beside
+        def test_writes():
+            open("beside-ran", "w").close()
+        def test_second():
+            assert BESIDE_PASSES
+        """),
+    "test_fleet.py": textwrap.dedent("""\
+        def test_first():
+            pass
+        """),
+}
+
+
+def lanes_run(folder, beside_passes=True, only=None):
+    (folder / "conftest.py").write_text(PLUGIN)
+    for name, text in LANES.items():
+        (folder / name).write_text(text.replace("BESIDE_PASSES", str(beside_passes)))
+    args = [str(folder / name) for name in only] if only else [str(folder)]
+    return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-v", "-s", "-rA",
+                           "-W", "ignore::pytest.PytestUnknownMarkWarning"] + args,
+                          capture_output=True, text=True, timeout=300, check=False, cwd=str(folder), env=pytest_env())
+
+
+def test_the_beside_tests_run_in_a_second_pytest_at_the_same_time_and_the_join_waits_for_it(tmp_path):
+    done = lanes_run(tmp_path)
+    out = done.stdout
+    assert done.returncode == 0, out + done.stderr
+    # this pytest ran the others first, then its lane, the join last; the beside tests in the second one
+    order = [line.split(" ")[1] for line in out.splitlines() if line.startswith("PASSED test_")]
+    assert order == ["test_fleet.py::test_first", "test_kubelet.py::test_waits_for_the_other_lane",
+                     "test_kubelet.py::test_after_in_the_file", "test_kubelet.py::test_join"], order
+    assert "4 passed, 2 deselected" in out, out
+    assert "beside | test_withdraw.py::test_writes PASSED" in out, out
+    assert "step: beside test_withdraw.py::test_second took" in out, "its steps in this log, marked"
+
+
+def test_a_failing_beside_test_fails_the_join(tmp_path):
+    done = lanes_run(tmp_path, beside_passes=False)
+    assert done.returncode != 0
+    assert "FAILED test_kubelet.py::test_join" in done.stdout and "exited 1" in done.stdout, done.stdout
+
+
+def test_a_file_of_one_lane_alone_runs_in_order_in_one_pytest(tmp_path):
+    done = lanes_run(tmp_path, only=["test_withdraw.py", "test_fleet.py"])
+    assert done.returncode == 0 and "3 passed" in done.stdout and "beside |" not in done.stdout, done.stdout

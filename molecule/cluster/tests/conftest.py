@@ -4,25 +4,44 @@
 a run the time guard stops still shows where its minutes went. And the ``last_in_file`` mark: a test
 that leaves the fleet changed (to spare the scenario the minutes of putting it back) runs after every
 other test of its file, whatever order pytest's fixtures would otherwise choose (``--ff`` and ``--nf``
-reorder later still and are not for this verify); a verify run again first puts such a change back."""
+reorder later still and are not for this verify); a verify run again first puts such a change back.
+
+Two lanes at the end. Each guest runs on one host core (TCG, one thread a guest), so a test that
+works on one guest alone leaves the other core to the other guest. The tests marked ``beside`` work
+on ``numa-uneven`` alone; those marked ``with_beside`` on ``numa-kubelet`` alone. When a verify holds
+both, the ``with_beside`` tests run last, and the ``beside`` ones in a second pytest started with the
+first of them (the ``beside_lane`` fixture); the last test of the anchoring file waits for it and
+fails when it failed. Its lines go to this log as they come, marked ``beside |``. A verify of only
+one kind (a file run alone) runs them in order, in this process.
+"""
 
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
 import os
+import subprocess
+import sys
+import threading
 import time
 
 import pytest
+
+# set in the second pytest's environment: it runs the tests it is given, in their order
+LANE_ENV = "NUMA_KUBE_VERIFY_LANE"
 
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "last_in_file: runs after the other tests of its file (it leaves the fleet "
                                        "changed, for no later test of the file to find)")
+    config.addinivalue_line("markers", "beside: works on numa-uneven alone; runs in a second pytest beside the "
+                                       "with_beside tests")
+    config.addinivalue_line("markers", "with_beside(last=False): works on numa-kubelet alone; runs last, with the "
+                                       "beside tests in a second pytest (last=True: after the others, waiting for it)")
 
 
 @pytest.hookimpl(trylast=True)
-def pytest_collection_modifyitems(items):
+def pytest_collection_modifyitems(config, items):
     """pytest does not keep a file's order: it groups the tests that take testinfra's parametrized
     ``host`` by guest, and a test that takes none and follows the file's first such test runs after
     them all (the fixtures plugin reorders for the parametrized fixture). A test marked last_in_file is moved here, after pytest's own reordering
@@ -33,22 +52,108 @@ def pytest_collection_modifyitems(items):
     # a file whose every test is marked keeps pytest's order
     unmarked = set(path(item) for item in items if not item.get_closest_marker("last_in_file"))
     held = [item for item in items if item.get_closest_marker("last_in_file") and path(item) in unmarked]
-    if not held:
+    if held:
+        rest = [item for item in items if item not in held]
+        last = dict((path(item), index) for index, item in enumerate(rest))
+        ordered = []
+        for index, item in enumerate(rest):
+            ordered.append(item)
+            if last[path(item)] == index:
+                ordered.extend(h for h in held if path(h) == path(item))
+        items[:] = ordered
+    split_lanes(config, items)
+
+
+def split_lanes(config, items):
+    """The ``with_beside`` tests last, the ``beside`` ones taken out for the second pytest (their node
+    ids kept for it), when the verify holds both kinds and is not that second pytest itself."""
+    if os.environ.get(LANE_ENV):
         return
-    rest = [item for item in items if item not in held]
-    last = dict((path(item), index) for index, item in enumerate(rest))
-    ordered = []
-    for index, item in enumerate(rest):
-        ordered.append(item)
-        if last[path(item)] == index:
-            ordered.extend(h for h in held if path(h) == path(item))
-    items[:] = ordered
+    beside = [item for item in items if item.get_closest_marker("beside")]
+    anchored = [item for item in items if item.get_closest_marker("with_beside") and item not in beside]
+    if not beside or not anchored:
+        return
+    # the test that waits for the second pytest (with_beside(last=True)) after every other of its lane
+    joins = [item for item in anchored if item.get_closest_marker("with_beside").kwargs.get("last")]
+    anchored = [item for item in anchored if item not in joins] + joins
+    items[:] = [item for item in items if item not in beside and item not in anchored] + anchored
+    config.hook.pytest_deselected(items=beside)
+    config.numa_kube_beside = [item.nodeid for item in beside]
+
+
+class BesideLane(object):
+    """The second pytest: the ``beside`` tests by node id, with this run's testinfra options, its
+    output copied to this log as it comes."""
+
+    def __init__(self, config, nodeids):
+        option = config.option
+        self.command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-v", "-s", "--durations", "10"]
+        for name, flag in (("connection", "--connection"), ("ansible_inventory", "--ansible-inventory")):
+            if getattr(option, name, None):
+                self.command += [flag, getattr(option, name)]
+        self.command += nodeids
+        self.count = len(nodeids)
+        self.cwd = str(config.rootpath)
+        self.proc, self.lines, self.reader = None, [], None
+
+    def start(self):
+        self.proc = subprocess.Popen(self.command, cwd=self.cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                     text=True, env=dict(os.environ, **{LANE_ENV: "beside"}))
+        self.reader = threading.Thread(target=self._copy, daemon=True)
+        self.reader.start()
+        print("\nbeside | a second pytest started %s with %d tests: %s"
+              % (time.strftime("%H:%M:%S"), self.count, " ".join(self.command[-self.count:])))
+
+    def _copy(self):
+        for line in self.proc.stdout:
+            line = line.rstrip("\n")
+            self.lines.append(line)
+            shown = "step: beside " + line[len("step: "):] if line.startswith("step: ") else "beside | " + line
+            sys.__stdout__.write(shown + "\n")
+            sys.__stdout__.flush()
+
+    def wait(self, timeout):
+        """The second pytest's exit code (None when it did not end within ``timeout`` seconds)."""
+        try:
+            code = self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return None
+        self.reader.join(timeout=30)
+        return code
+
+    def stop(self):
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+@pytest.fixture(scope="session")
+def beside_lane(request):
+    """The second pytest, started when the first ``with_beside`` test asks for it; None when this
+    verify runs no lanes (see the module's docstring)."""
+    nodeids = getattr(request.config, "numa_kube_beside", None)
+    if not nodeids:
+        yield None
+        return
+    lane = BesideLane(request.config, nodeids)
+    lane.start()
+    try:
+        yield lane
+    finally:
+        lane.stop()
 
 
 @pytest.fixture(scope="session", autouse=True)
 def fleet_as_the_converge_left_it():
     """What a last_in_file test left changed, put back before the first test of a verify run again
-    on the same fleet (right after the converge: nothing to do, one read of the API)."""
+    on the same fleet (right after the converge: nothing to do, one read of the API). Not in the
+    beside lane, which starts while the tests of the other lane work on the fleet."""
+    if os.environ.get(LANE_ENV):
+        return
     # imported here: a test module of this folder, the one that owns the change
     from test_monitoring import exporter_on_the_converges_image  # pylint: disable=import-outside-toplevel
     exporter_on_the_converges_image()

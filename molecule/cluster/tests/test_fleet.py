@@ -337,6 +337,7 @@ def test_kernel_parameter_waits_for_the_next_boot_without_reboot_ok(uneven):
     assert plan["changed"] and plan["reboot_required"] and plan["files"] == ["/etc/default/grub"], plan
 
 
+@pytest.mark.beside  # numa-uneven alone: in the lane beside test_kubelet.py (conftest.py)
 def test_kernel_parameter_change_rolled_back_restores_grub_byte_for_byte(uneven, api):
     """With the reboot allowed, a grub.cfg regeneration that fails after update-grub rewrote grub.cfg:
     the record opened before the first write puts /etc/default/grub and grub.cfg back byte for byte.

@@ -9,6 +9,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import concurrent.futures
 import getpass
 import json
 import os
@@ -24,7 +25,7 @@ import pytest
 import yaml
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "resources"))
-from testlib import (SLOWER, AuditLog, PausedGuest, configz, cpu_list, deadline_in, exporter_metrics,  # noqa: E402 pylint: disable=wrong-import-position
+from testlib import (SLOWER, AuditLog, configz, cpu_list, deadline_in, exporter_metrics,  # noqa: E402 pylint: disable=wrong-import-position
                      node_cpus, run_playbook, wait, wait_kubelet_healthy)
 
 testinfra_hosts = ["ansible://numa-kubelet"]
@@ -44,12 +45,16 @@ API = {"rollout_kubeconfig": os.path.join(CONTROL_PLANE, "admin.kubeconfig"), "r
 SITE = [os.path.join(ROOT, "playbooks", "site.yml"), "--limit", NODE]
 
 
+# Every test here works on numa-kubelet alone (--limit): they run last, and the tests that work on
+# numa-uneven alone (marked beside) run meanwhile in a second pytest, on the other host core
+# (conftest.py's lanes). The audit log is read for this node's requests only.
+pytestmark = pytest.mark.with_beside
+
+
 @pytest.fixture(scope="module", autouse=True)
-def other_guest_paused():
-    """Every test here works on numa-kubelet alone (--limit): numa-uneven is held stopped meanwhile,
-    which gives its share of the two host cores to the guest under test."""
-    with PausedGuest(os.path.join(ROOT, "tests", "output", "vm", "cluster", "numa-uneven")):
-        yield
+def other_lane(beside_lane):
+    """The beside lane, started with this file's first test."""
+    return beside_lane
 
 
 @pytest.fixture(scope="module")
@@ -91,8 +96,13 @@ def test_bad_input_is_refused_in_preflight_and_nothing_changes(host, api):
 
     before = checksums()
     mark = AUDIT.mark()
-    for case in bad["test_bad_inputs"]:
-        done = run_playbook(SITE + ["-e", json.dumps(dict(API, **case["vars"]))], timeout=900)
+    # the cases side by side: each run reads the node and stops in its preflight, so none can see
+    # another's work, and their SSH round trips overlap (one after another they took 66-84 s)
+    cases = bad["test_bad_inputs"]
+    with concurrent.futures.ThreadPoolExecutor(max_workers=len(cases)) as pool:
+        runs = list(pool.map(lambda case: run_playbook(SITE + ["-e", json.dumps(dict(API, **case["vars"]))],
+                                                       timeout=900), cases))
+    for case, done in zip(cases, runs):
         output = done.stdout + done.stderr
         for expect in case["expect"] if isinstance(case["expect"], list) else [case["expect"]]:
             said = [line for line in output.splitlines() if expect in line]
@@ -101,7 +111,7 @@ def test_bad_input_is_refused_in_preflight_and_nothing_changes(host, api):
             assert said, "%s: the failure does not say %r:\n%s" % (case["name"], expect, output[-3000:])
         assert "PLAY [Change the nodes" not in done.stdout, "%s: got past preflight" % case["name"]
     assert checksums() == before, "a run with bad input changed a file on the node"
-    assert AUDIT.node_requests(since=mark) == [], "a run with bad input cordoned or evicted"
+    assert AUDIT.node_requests(since=mark, node=NODE) == [], "a run with bad input cordoned or evicted"
     assert not api.read_node(NODE).spec.unschedulable
 
 
@@ -224,7 +234,7 @@ def test_a_change_that_never_reached_its_files_is_closed_without_a_restart(host)
     assert "unfinished change started at" in output, "the run did not find the record"
     assert not host.file(MARKER).exists, "the record is closed"
     assert host.check_output("systemctl show -p MainPID --value kubelet") == pid, "kubelet was restarted"
-    assert AUDIT.node_requests(since=mark) == []
+    assert AUDIT.node_requests(since=mark, node=NODE) == []
 
 
 # --- a drain is done only when the node is empty -------------------------------------------------
@@ -300,7 +310,7 @@ def test_a_drain_a_disruption_budget_blocks_fails_before_anything_disruptive(hos
         assert re.search(r"left \d+ pod\(s\) on it: [^.]*default/numa-test-guarded[,.]", output), output[-3000:]
         assert "disruption budget" in output, output[-3000:]
         assert_nothing_changed(host, api, before_config, before_pid, output)
-        seen = AUDIT.node_requests(since=mark)
+        seen = AUDIT.node_requests(since=mark, node=NODE)
         assert seen and seen[0] == ("cordon", NODE) and seen[-1] == ("uncordon", NODE), seen
         assert ("evict", "numa-test-guarded") not in seen, seen
         assert api.read_namespaced_pod("numa-test-guarded", "default").metadata.deletion_timestamp is None
@@ -380,7 +390,7 @@ def test_a_record_a_live_run_holds_is_left_alone_until_forced(host):
         assert "rollout_force=true" in output
         assert host.file(MARKER).content_string == record, "the live run's record was changed"
         assert kubelet_pid(host) == pid, "kubelet was restarted under a live run's change"
-        assert AUDIT.node_requests(since=mark) == []
+        assert AUDIT.node_requests(since=mark, node=NODE) == []
 
         result = run_site(dict(API, rollout_force=True))
         output = result.stdout + result.stderr
@@ -453,7 +463,7 @@ def test_an_interrupted_run_is_finished_and_the_node_returned_to_service(host, a
     assert not api.read_node(NODE).spec.unschedulable
     mark = interrupted_and_finished(host, api, False)
     assert not api.read_node(NODE).spec.unschedulable, "the node was schedulable before and must be again"
-    seen = AUDIT.node_requests(since=mark)
+    seen = AUDIT.node_requests(since=mark, node=NODE)
     assert seen[-1] == ("uncordon", NODE), seen
 
 
@@ -464,7 +474,7 @@ def test_an_interrupted_run_keeps_the_operators_cordon(host, api):
     try:
         mark = interrupted_and_finished(host, api, True)
         assert api.read_node(NODE).spec.unschedulable, "the operator's cordon was undone"
-        seen = AUDIT.node_requests(since=mark)
+        seen = AUDIT.node_requests(since=mark, node=NODE)
         assert ("uncordon", NODE) not in seen, seen
     finally:
         api.patch_node(NODE, {"spec": {"unschedulable": False}})
@@ -520,3 +530,15 @@ def test_kubeadm_upgrade_renders_config_yaml_again_and_the_settings_stay(host, a
     for field in ("cpuManagerPolicy", "memoryManagerPolicy", "topologyManagerPolicy", "topologyManagerScope",
                   "reservedMemory"):
         assert running[field] == before[field], (field, running[field], before[field])
+
+
+@pytest.mark.with_beside(last=True)
+def test_the_tests_beside_these_passed(beside_lane):
+    """The second lane (conftest.py): its pytest ended, every test of it passed. Its lines are in this
+    log, marked ``beside |``."""
+    if beside_lane is None:
+        pytest.skip("no lane beside this verify: the beside tests ran in order, in this pytest")
+    code = beside_lane.wait(timeout=3600 * SLOWER)
+    summary = [line for line in beside_lane.lines if " passed" in line or " failed" in line or " error" in line]
+    assert code == 0, "the beside lane %s: %s" % ("ran past its deadline" if code is None else "exited %d" % code,
+                                                  "\n".join(summary[-5:] or beside_lane.lines[-40:]))

@@ -4,12 +4,12 @@
 real grub, kernel, initramfs and systemd.
 
 The converge's own change (numa_balancing=disable and the profile's parameters, in the reboot the
-scenario makes anyway) went through a trial and was kept. Then, in one run over both guests, two
-changes that must not stick: a root device that does not exist, which numa-uneven cannot boot
-(Debian's initramfs gives up on it and, told panic=, reboots: grub boots the previous default by
-itself), and nr_cpus=2, which numa-kubelet boots but whose kubelet refuses its CPU Manager state, so
-the health gate fails (the controller reboots the node back). The test prints both command lines
-and what each node runs after.
+scenario makes anyway) went through a trial and was kept. Then two changes that must not stick, each
+in a run of its own on its node, the two at once (conftest.py's lanes): a root mount option ext4
+does not know, which numa-uneven cannot boot (Debian's initramfs fails to mount its root and, told
+panic=, reboots: grub boots the previous default by itself), and nr_cpus=2, which numa-kubelet boots
+but whose kubelet refuses its CPU Manager state, so the health gate fails (the controller reboots
+the node back). Each test prints the command line its node runs after.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -102,55 +102,65 @@ def console_lines(path, start, words):
         return [line.strip() for line in handle if any(word in line for word in words)]
 
 
-def test_a_line_a_node_cannot_boot_falls_back_by_itself_and_one_that_fails_the_gate_is_rebooted_back(
-        host, uneven, api):
-    """One site.yml run changes both nodes in one batch, so their boots overlap.
+def failed_trial(name, guest, api, present, **extra):
+    """One site.yml run on ``name`` alone whose kernel change (``present``) must fail its trial; returns
+    the run's output and the node's running command line once the run has put it back. Asserts what
+    both kinds of failure share: the node rebooted (or fell back) onto its previous default line, grub's
+    files and the record as before, kubelet healthy, the Node Ready and schedulable."""
+    before = [guest.file(path).sha256sum for path in GRUB_FILES]
+    booted, previous = boot_time(guest), default_entry_args(guest)
+    settings = {"rollout_kubeconfig": os.path.join(CONTROL_PLANE, "admin.kubeconfig"), "rollout_drain": False,
+                "rollout_health_settle": 5, "kernel_args_present": present, "kernel_args_allow": ["rootflags", "nr_cpus"],
+                "kernel_args_reboot_ok": True, "kernel_args_backup": False, "kernel_args_trial_panic_seconds": 3,
+                "containerd_nri_manage": False}
+    settings.update(extra)
+    done = run_playbook([os.path.join(ROOT, "playbooks", "site.yml"), "--limit", name, "--tags", "kernel_args",
+                         "-e", json.dumps(settings)], timeout=1800)
+    output = done.stdout + done.stderr
+    running = cmdline(guest)
+    print("%s runs now: %s" % (name, " ".join(running)))
+    assert done.returncode != 0, "the change must fail"
+    assert boot_time(guest) > booted, "%s rebooted" % name
+    assert TRIAL not in running and not [arg for arg in present if arg in running and arg not in previous], running
+    assert [arg for arg in running if not arg.startswith("BOOT_IMAGE=")] == previous, "%s runs its previous default" % name
+    assert [guest.file(path).sha256sum for path in GRUB_FILES] == before, "grub's files back on %s" % name
+    assert not guest.file(ENTRY).exists and not guest.file(MARKER).exists
+    wait_kubelet_healthy(guest, settle=5)
+    wait("%s Ready" % name, lambda: [c for c in api.read_node(name).status.conditions
+                                     if c.type == "Ready"][0].status == "True", timeout=300)
+    assert not api.read_node(name).spec.unschedulable
+    return output
 
-    numa-uneven is given a root device it does not have: its initramfs gives up on it and, told
-    panic=, reboots; grub boots the default entry again. The role finds the node back on its previous
-    command line, fails its change and puts every file back.
 
-    numa-kubelet is given nr_cpus=2: it boots, but its kubelet refuses the CPU Manager checkpoint
+@pytest.mark.beside  # numa-uneven alone: in the lane beside the next test's (conftest.py)
+def test_a_line_a_node_cannot_boot_falls_back_by_itself(uneven, api):
+    """numa-uneven is given a root mount option ext4 refuses: its initramfs fails to mount the root file
+    system and, told panic=, reboots; grub boots the default entry again. (A root device it does not
+    have fails the same way after the initramfs' 30 s wait for it.) The role finds the node back on its
+    previous command line, fails its change and puts every file back. It runs beside the next test,
+    so the two guests' boots overlap."""
+    console = os.path.getsize(CONSOLE % UNEVEN)
+    # its kubelet keeps the converge's own settings (a drop-in); only its kernel changes here
+    output = failed_trial(UNEVEN, uneven, api, ["rootflags=numa_kube_missing"], kubelet_manage=False)
+    fell = [line.strip() for line in output.splitlines() if "fell back to the previous command line" in line]
+    failed_boot = console_lines(CONSOLE % UNEVEN, console, ("Command line:", "Failed to mount", "numa_kube_missing",
+                                                            "Rebooting automatically"))
+    print("%s\nnuma-uneven's console from the boot that failed:\n  %s"
+          % ("\n".join(fell[:1])[:1500], "\n  ".join(failed_boot[:8])))
+    assert fell and UNEVEN in fell[0] and "Tried: " in fell[0] and "rootflags=numa_kube_missing" in fell[0], output[-4000:]
+    assert any("Failed to mount" in line for line in failed_boot), failed_boot
+    assert any("Rebooting automatically due to panic= boot argument" in line for line in failed_boot), failed_boot
+
+
+@pytest.mark.with_beside  # numa-kubelet alone: in the lane of test_kubelet.py (conftest.py)
+@pytest.mark.usefixtures("beside_lane")
+def test_a_line_that_fails_the_gate_is_rebooted_back(host, api):
+    """numa-kubelet is given nr_cpus=2: it boots, but its kubelet refuses the CPU Manager checkpoint
     that names CPUs 2 and 3 (the omni#3262 kind of failure), so the health gate fails; the files go
     back and the rollback reboots the node onto the previous command line - the converge's, the next
     boot the scenario makes after it - where kubelet runs."""
-    guests = {NODE: host, UNEVEN: uneven}
-    before = dict((name, [guest.file(path).sha256sum for path in GRUB_FILES]) for name, guest in guests.items())
-    booted = dict((name, boot_time(guest)) for name, guest in guests.items())
-    previous = dict((name, default_entry_args(guest)) for name, guest in guests.items())
-    consoles = dict((name, os.path.getsize(CONSOLE % name)) for name in guests)
-    present = ("{{ ['numa_balancing=disable', 'nr_cpus=2'] if inventory_hostname == '%s' else "
-               "['root=/dev/disk/by-label/numa-kube-missing'] }}" % NODE)
-    extra = {"rollout_kubeconfig": os.path.join(CONTROL_PLANE, "admin.kubeconfig"), "rollout_drain": False,
-             "rollout_health_settle": 5, "kernel_args_present": present, "kernel_args_allow": ["root", "nr_cpus"],
-             "kernel_args_reboot_ok": True, "kernel_args_backup": False, "kernel_args_trial_panic_seconds": 3,
-             "numa_kube_batch_size": 2,
-             # numa-uneven's kubelet takes the converge's own settings (a drop-in); only its kernel changes here
-             "kubelet_manage": "{{ inventory_hostname == '%s' }}" % NODE, "containerd_nri_manage": False}
-    done = run_playbook([os.path.join(ROOT, "playbooks", "site.yml"), "--limit", "%s,%s" % (NODE, UNEVEN),
-                         "--tags", "kernel_args", "-e", json.dumps(extra)], timeout=1800)
-    output = done.stdout + done.stderr
-    fell = [line.strip() for line in output.splitlines() if "fell back to the previous command line" in line]
+    output = failed_trial(NODE, host, api, ["numa_balancing=disable", "nr_cpus=2"])
     gate = [line.strip() for line in output.splitlines() if "was rebooted onto the previous one" in line]
-    failed_boot = console_lines(CONSOLE % UNEVEN, consoles[UNEVEN], ("Command line:", "Gave up waiting", "does not exist",
-                                                                     "Rebooting automatically"))
-    running = dict((name, cmdline(guest)) for name, guest in guests.items())
-    print("%s\nnuma-uneven's console from the boot that failed:\n  %s\n%s\nrunning now:\n  %s"
-          % ("\n".join(fell[:1])[:1500], "\n  ".join(failed_boot[:8]), "\n".join(gate[:1])[:1500],
-             "\n  ".join("%s: %s" % item for item in sorted((k, " ".join(v)) for k, v in running.items()))))
-    assert done.returncode != 0, "both changes must fail"
-    assert fell and UNEVEN in fell[0] and "Tried: " in fell[0] and "numa-kube-missing" in fell[0], output[-4000:]
-    assert any("Rebooting automatically due to panic= boot argument" in line for line in failed_boot), failed_boot
+    print("\n".join(gate[:1])[:1500])
     assert gate and "doesn't match with CPUs in state" in output, output[-4000:]
     assert "Reboot onto the boot configuration put back" in output
-    for name, guest in guests.items():
-        assert boot_time(guest) > booted[name], "%s rebooted" % name
-        assert TRIAL not in running[name] and "nr_cpus=2" not in running[name], running[name]
-        assert [arg for arg in running[name] if not arg.startswith("BOOT_IMAGE=")] == previous[name], \
-            "%s runs its previous default" % name
-        assert [guest.file(path).sha256sum for path in GRUB_FILES] == before[name], "grub's files back on %s" % name
-        assert not guest.file(ENTRY).exists and not guest.file(MARKER).exists
-        wait_kubelet_healthy(guest, settle=5)
-        wait("%s Ready" % name, lambda: [c for c in api.read_node(name).status.conditions
-                                         if c.type == "Ready"][0].status == "True", timeout=300)
-        assert not api.read_node(name).spec.unschedulable

@@ -5,7 +5,9 @@ site.yml merged into kubeadm's config.yaml, is taken back out by the converge pl
 limited to it, with only that variable changed: its labels first, then one drain, kubelet back on
 the configuration it had before numa.kube, proven, the node as schedulable as before.
 
-This file runs last (the others need numa-uneven aligned): it leaves numa-uneven out.
+This file runs last (the others need numa-uneven aligned): it leaves numa-uneven out. Its tests work
+on numa-uneven alone, beside test_kubelet.py's on numa-kubelet (conftest.py's lanes): the audit
+log is read for numa-uneven's requests only.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -25,6 +27,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from testlib import AuditLog, configz, run_playbook, wait  # noqa: E402 pylint: disable=wrong-import-position
 
 testinfra_hosts = ["ansible://numa-uneven"]
+pytestmark = pytest.mark.beside
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
 CONTROL_PLANE = os.path.join(ROOT, "tests", "output", "vm", "cluster", "control-plane")
@@ -112,7 +115,7 @@ def test_absent_takes_the_node_back_out_inside_one_drain(host, api, probe):
     assert host.file("/proc/cmdline").content_string == cmdline
 
     # the labels went first, then one drain, and the node is back as it was
-    seen = [(verb, name) for verb, name in AUDIT.node_requests(since=mark, labels=True) if verb != "evict"]
+    seen = [(verb, name) for verb, name in AUDIT.node_requests(since=mark, labels=True, node=UNEVEN) if verb != "evict"]
     print("audit: %s" % seen)
     assert seen == [("label", UNEVEN), ("cordon", UNEVEN), ("uncordon", UNEVEN)], seen
     assert numa_kube_labels(api) == {}, "the node keeps numa.kube labels"
@@ -129,7 +132,23 @@ def test_taking_it_out_again_changes_nothing(host):
     done = run_playbook(TAKE_OUT)
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
     assert re.search(r"%s\s*:.*changed=0" % UNEVEN, done.stdout), done.stdout[-2000:]
-    assert AUDIT.node_requests(since=mark, labels=True) == [], "a run with nothing to do asked the API for a change"
+    assert AUDIT.node_requests(since=mark, labels=True, node=UNEVEN) == [], "a run with nothing to do asked the API for a change"
+
+
+def test_nri_can_be_turned_on_again_over_the_socket_containerd_left(host):
+    """containerd does not remove its NRI socket when it stops: the take-out restarted it with NRI off
+    and the socket stayed, nobody listening. A later run turning NRI on again must not take it for
+    another program's (it did: every run after a take-out, a rolled-back change or a finished
+    interrupted run was refused until the socket was removed by hand), and removes it before the
+    restart, so that its wait for containerd's socket cannot pass on the old one."""
+    nri = host.file("/var/run/nri/nri.sock")
+    assert nri.is_socket, "containerd, restarted with NRI off, left its NRI socket"
+    probe = host.run("python3 -c \"import socket; socket.socket(socket.AF_UNIX).connect('/var/run/nri/nri.sock')\"")
+    assert probe.rc != 0 and "ConnectionRefusedError" in probe.stderr, (probe.rc, probe.stderr)
+    plan = host.ansible("numa.kube.containerd_nri", "path=/etc/containerd/config.toml", check=True)
+    assert not plan.get("failed") and plan["changed"] and plan["restart_required"], plan
+    assert plan["leftover_socket_removed"], "a change turning NRI on removes it first (check mode: would)"
+    assert host.file("/var/run/nri/nri.sock").is_socket, "check mode removed nothing"
 
 
 def test_label_nodes_labels_a_node_from_the_controller_alone(api):

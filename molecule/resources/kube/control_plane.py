@@ -60,6 +60,13 @@ rules:
     resources:
       - group: ""
         resources: [nodes, pods/eviction]
+  # where each pod runs (its nodeName at creation, or the scheduler's binding): the tests tell one
+  # node's evictions from another's
+  - level: Request
+    verbs: [create]
+    resources:
+      - group: ""
+        resources: [pods, pods/binding]
   - level: None
 """
 

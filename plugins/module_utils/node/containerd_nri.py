@@ -13,9 +13,11 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import errno
 import json
 import os
 import re
+import socket
 import stat
 
 from ansible_collections.numa.kube.plugins.module_utils.errors import ProblemsError
@@ -33,8 +35,11 @@ NRI_KEYS = ("disable",) + tuple(sorted(NRI_DEFAULTS))
 # containerd removes whatever is at the NRI socket path before it listens there, so the path must
 # stay in the runtime folders (RKE2's and k3s's containerd keeps its own state in /run/k3s, inside
 # them too), and hold nothing - or the socket containerd's NRI made there itself: the path of the
-# configuration in force, with NRI on. Any other socket there is another program's (containerd's
-# own API, D-Bus, systemd's), which containerd would take away.
+# configuration in force, with NRI on - or a socket no program listens on. containerd does not
+# remove its NRI socket when it stops, so one restarted with NRI off (numa.kube taken out, a change
+# rolled back, an interrupted run finished) leaves it behind, and nobody answers there. Any other
+# socket is another program's (containerd's own API, D-Bus, systemd's), which containerd would take
+# away.
 SOCKET_FOLDERS = ("/run", "/var/run")
 
 _HEADER = re.compile(r"""^\s*\[\s*plugins\s*\.\s*(?:"io\.containerd\.nri\.v1\.nri"|'io\.containerd\.nri\.v1\.nri')\s*\]\s*(?:#.*)?$""")
@@ -116,11 +121,47 @@ def in_force_socket_path(text, containerd_version):
     return NRI_DEFAULTS["socket_path"]
 
 
-def check_socket_path(path, lstat=None, realpath=None, in_force=None):
+def _made_by_nri(path, real, in_force, realpath):
+    """Whether ``path`` (``real`` once links are followed) is the NRI socket path of the configuration
+    containerd runs with."""
+    return isinstance(in_force, str) and (in_force == path or (
+        realpath is not None and os.path.isabs(in_force) and realpath(in_force) == real))
+
+
+def leftover_socket(path, in_force, lstat=os.lstat, realpath=os.path.realpath):
+    """Whether a socket is at ``path`` that the configuration containerd runs with did not put there:
+    after check_socket_path (with ``listening``) passed, one nobody listens on, which containerd
+    removes as it starts with NRI on. Removed first, it cannot be taken for containerd's own socket
+    by a wait for it."""
+    try:
+        if not stat.S_ISSOCK(lstat(path).st_mode):
+            return False
+    except OSError:
+        return False
+    return not _made_by_nri(path, realpath(path), in_force, realpath)
+
+
+def socket_listening(path, timeout=2.0):
+    """Whether a program accepts connections on the unix socket at ``path``. Only a refused connection
+    (or the socket gone meanwhile) counts as nobody there: a datagram socket, a full backlog, a
+    permission refused or a timeout are taken for a program's, the safe side."""
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    probe.settimeout(timeout)
+    try:
+        probe.connect(path)
+    except OSError as exc:
+        return exc.errno not in (errno.ECONNREFUSED, errno.ENOENT)
+    finally:
+        probe.close()
+    return True
+
+
+def check_socket_path(path, lstat=None, realpath=None, in_force=None, listening=None):
     """Problems with an NRI socket path: absolute, plain, inside /run or /var/run, and (when ``lstat``
     and ``realpath`` are given, on the node) still inside them once links are followed, and nothing
     there - or a socket at ``in_force``, the NRI socket path of the configuration containerd runs with
-    (see in_force_socket_path), which containerd's NRI made itself."""
+    (see in_force_socket_path), which containerd's NRI made itself - or, when ``listening`` (see
+    socket_listening) is given, a socket no program listens on: an NRI socket a containerd left."""
     fix = "choose a path of its own under /run or /var/run, such as the default %s" % NRI_DEFAULTS["socket_path"]
     why = "containerd removes whatever is at that path before it listens there"
     if not isinstance(path, str) or not path.strip():
@@ -145,14 +186,11 @@ def check_socket_path(path, lstat=None, realpath=None, in_force=None):
             kind = "a directory" if stat.S_ISDIR(mode) else "a symbolic link" if stat.S_ISLNK(mode) else "a file"
             return ["NRI socket_path %r is refused: %s is there, not a socket, and %s; %s"
                     % (path, kind, why, fix)]
-        ours = isinstance(in_force, str) and (in_force == path or (
-            realpath is not None and os.path.isabs(in_force) and realpath(in_force) == real))
-        if not ours:
+        if not _made_by_nri(path, real, in_force, realpath) and (listening is None or listening(path)):
             running = ("the configuration containerd runs with has NRI off" if not isinstance(in_force, str)
                        else "the configuration containerd runs with puts NRI's socket at %s" % in_force)
-            return ["NRI socket_path %r is refused: a socket is there that containerd's NRI did not make (%s), so it "
-                    "is another program's - containerd's own, D-Bus's, systemd's - and %s; %s. If it is a leftover "
-                    "NRI socket of an earlier containerd, remove it and run again"
+            return ["NRI socket_path %r is refused: a socket is there that containerd's NRI did not make (%s), and "
+                    "a program listens on it - containerd's own API, D-Bus, systemd - and %s; %s"
                     % (path, running, why, fix)]
     return []
 

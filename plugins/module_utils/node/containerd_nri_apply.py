@@ -29,6 +29,7 @@ from ansible_collections.numa.kube.plugins.module_utils.node.containerd_nri impo
     check_toml_text,
     config_version,
     in_force_socket_path,
+    leftover_socket,
     merge_nri_record,
     nri_disabled,
     parse_containerd_version,
@@ -36,6 +37,7 @@ from ansible_collections.numa.kube.plugins.module_utils.node.containerd_nri impo
     plan_nri,
     plan_nri_withdraw,
     plan_template,
+    socket_listening,
 )
 from ansible_collections.numa.kube.plugins.module_utils.node.distribution import detect_distribution
 
@@ -93,6 +95,7 @@ def present(module):
     distribution = detect(module)
     data_dir = params["data_dir"] or "/var/lib/rancher/%s" % distribution
     folder = os.path.join(data_dir, "agent", "etc", "containerd")
+    leftover = False
     try:
         version = containerd_version(module, distribution, data_dir)
         if distribution == "containerd":
@@ -120,13 +123,14 @@ def present(module):
             # what numa.kube reports and checks must be what containerd reads, changed file or not
             check_reading(new_text, version)
         if params["enabled"]:
-            # the path containerd will take over, on this node: links followed, nothing there or the
-            # NRI socket of the configuration containerd runs with now
+            # the path containerd will take over, on this node: links followed, nothing there, the
+            # NRI socket of the configuration containerd runs with now, or a socket nobody listens on
             in_force = in_force_socket_path(current if distribution == "containerd" else rendered, version)
             problems = check_socket_path(effective["socket_path"], lstat=os.lstat, realpath=os.path.realpath,
-                                         in_force=in_force)
+                                         in_force=in_force, listening=socket_listening)
             if problems:
                 raise ContainerdConfigError(problems)
+            leftover = leftover_socket(effective["socket_path"], in_force, lstat=os.lstat)
         if changed and record is not None and record["path"] != path:
             raise ContainerdConfigError(
                 "%s records NRI settings numa.kube wrote into %s, but this run would write %s; take the first "
@@ -156,6 +160,14 @@ def present(module):
                                           backup=params["backup"], make_dirs=True)
     if changed:
         applied_record.save_for(module, module.params["record"], merge_nri_record(record, distribution, path, current, new_text))
+    # the socket an earlier containerd left (nobody listens on it): containerd removes it as it starts
+    # with NRI on; gone now, the wait for the socket after the restart sees containerd's own
+    result["leftover_socket_removed"] = bool(changed and leftover)
+    if result["leftover_socket_removed"] and not module.check_mode:
+        try:
+            os.unlink(effective["socket_path"])
+        except FileNotFoundError:
+            pass
     return result
 
 
@@ -188,7 +200,8 @@ def absent(module):
             if socket_path is not None:
                 rendered_now = current if distribution == "containerd" else file_update.read_text(rendered_path)
                 problems = check_socket_path(socket_path, lstat=os.lstat, realpath=os.path.realpath,
-                                             in_force=in_force_socket_path(rendered_now, version))
+                                             in_force=in_force_socket_path(rendered_now, version),
+                                             listening=socket_listening)
                 if problems:
                     raise ContainerdConfigError([p + " (the value %s would put back)" % params["record"]
                                                  for p in problems])

@@ -8,7 +8,10 @@ __metaclass__ = type
 
 import json
 import os
+import shutil
+import socket
 import stat
+import tempfile
 
 import pytest
 
@@ -17,6 +20,7 @@ from ansible_collections.numa.kube.plugins.module_utils.node.containerd_nri impo
     check_socket_path,
     in_force_socket_path,
     plan_nri,
+    socket_listening,
 )
 from ansible_collections.numa.kube.plugins.module_utils.node import containerd_nri_apply
 from ansible_collections.numa.kube.plugins.modules import containerd_nri
@@ -79,6 +83,49 @@ def test_another_programs_socket_is_refused(path, in_force):
                                   "make" % path), problems[0]
     assert ("has NRI off" if in_force is None else "puts NRI's socket at %s" % in_force) in problems[0]
     assert "/var/run/nri/nri.sock" in problems[0], "the fix names the default"
+
+
+@pytest.mark.parametrize("in_force", [None, "/run/nri/other.sock"])
+def test_a_socket_nobody_listens_on_is_a_leftover_and_accepted(in_force):
+    """containerd leaves its NRI socket behind when it stops: one restarted with NRI off (numa.kube
+    taken out, a change rolled back, an interrupted run finished) left a socket that blocked every later
+    run. Nobody answers there, so it is nobody's: containerd may replace it."""
+    path = "/var/run/nri/nri.sock"
+    found = fake_lstat({path: SOCKET})
+    assert check_socket_path(path, lstat=found, realpath=same, in_force=in_force,
+                             listening=lambda name: False) == []
+    problems = check_socket_path(path, lstat=found, realpath=same, in_force=in_force, listening=lambda name: True)
+    assert len(problems) == 1 and "a program listens on it" in problems[0], problems
+
+
+@pytest.fixture
+def short_dir():
+    """A folder whose sockets' paths fit a unix address (108 bytes)."""
+    folder = tempfile.mkdtemp(prefix="nk-", dir="/tmp")
+    yield folder
+    shutil.rmtree(folder)
+
+
+def test_socket_listening_tells_a_program_from_a_leftover(short_dir):
+    """Real unix sockets: one bound but not listening (what a stopped program leaves answers so: the
+    connection is refused) is nobody's; a listening one, a datagram one (wrong type) are a program's."""
+    left, live, datagram = (os.path.join(short_dir, name) for name in ("left.sock", "live.sock", "dgram.sock"))
+    sockets = []
+    try:
+        for path, kind, listen in ((left, socket.SOCK_STREAM, False), (live, socket.SOCK_STREAM, True),
+                                   (datagram, socket.SOCK_DGRAM, False)):
+            sock = socket.socket(socket.AF_UNIX, kind)
+            sock.bind(path)
+            if listen:
+                sock.listen(1)
+            sockets.append(sock)
+        assert socket_listening(left) is False
+        assert socket_listening(live) is True
+        assert socket_listening(datagram) is True
+        assert socket_listening(os.path.join(short_dir, "gone.sock")) is False
+    finally:
+        for sock in sockets:
+            sock.close()
 
 
 def test_the_socket_in_force_is_recognised_through_var_run():
@@ -156,9 +203,11 @@ def test_the_module_checks_the_path_in_the_file_on_the_node(tmp_path, monkeypatc
     assert not failed, "with NRI off containerd does not touch the socket path"
 
 
-def socket_at(monkeypatch, *paths):
-    """os.lstat of the module sees a socket at each of ``paths`` (sockets in /run cannot be made in a test)."""
+def socket_at(monkeypatch, *paths, **kwargs):
+    """os.lstat of the module sees a socket at each of ``paths`` (sockets in /run cannot be made in a
+    test), and a program listening on each unless ``listening=False``."""
     real_lstat = os.lstat
+    listening = kwargs.get("listening", True)
 
     def lstat(name, *args, **kwargs):
         if name in paths:
@@ -166,6 +215,7 @@ def socket_at(monkeypatch, *paths):
         return real_lstat(name, *args, **kwargs)
 
     monkeypatch.setattr(containerd_nri_apply.os, "lstat", lstat)
+    monkeypatch.setattr(containerd_nri_apply, "socket_listening", lambda path: listening and path in paths)
 
 
 @pytest.mark.parametrize("socket_path", ["/run/containerd/containerd.sock", "/run/dbus/system_bus_socket"])
@@ -178,6 +228,36 @@ def test_the_module_refuses_another_programs_socket_and_writes_nothing(tmp_path,
     assert failed and "NRI socket_path %r is refused: a socket is there that containerd's NRI did not make" \
         % socket_path in result["msg"], result["msg"]
     assert path.read_text() == CONTAINERD_17
+
+
+@pytest.mark.parametrize("check_mode", [True, False])
+def test_the_module_turns_nri_on_over_a_leftover_socket_and_removes_it(tmp_path, monkeypatch, check_mode):
+    """NRI off in the file, a socket at the default path nobody listens on (a containerd that had NRI on
+    left it): enabling is not refused, and the socket goes (as containerd would take it away), so that
+    the role's wait for the socket after the restart cannot pass on it."""
+    path = tmp_path / "config.toml"
+    path.write_text(CONTAINERD_17)
+    socket_at(monkeypatch, "/var/run/nri/nri.sock", listening=False)
+    removed, real_unlink = [], os.unlink
+
+    def unlink(name, *args, **kwargs):
+        if name == "/var/run/nri/nri.sock":
+            removed.append(name)
+            return None
+        return real_unlink(name, *args, **kwargs)
+
+    monkeypatch.setattr(containerd_nri_apply.os, "unlink", unlink)
+    failed, result = run(containerd_nri, {"path": str(path), "containerd_version": "1.7.24"}, check_mode=check_mode)
+    assert not failed and result["changed"] and result["leftover_socket_removed"], result
+    assert removed == ([] if check_mode else ["/var/run/nri/nri.sock"])
+    assert ("disable = false" in path.read_text()) != check_mode
+    if check_mode:
+        return
+    # the socket NRI made itself (NRI on in the file in force) stays: containerd's own
+    del removed[:]
+    failed, result = run(containerd_nri, {"path": str(path), "containerd_version": "1.7.24",
+                                          "settings": {"plugin_request_timeout": "3s"}})
+    assert not failed and result["changed"] and not result["leftover_socket_removed"] and removed == [], result
 
 
 def test_the_module_accepts_the_socket_nri_made_and_a_rerun_changes_nothing(tmp_path, monkeypatch):
