@@ -135,6 +135,14 @@ LANES = {
         def test_first():
             pass
         """),
+    "test_trial.py": textwrap.dedent("""\
+        import pytest
+        def test_kept():
+            pass
+        @pytest.mark.with_beside(first=True)
+        def test_gate():
+            pass
+        """),
 }
 
 
@@ -154,9 +162,10 @@ def test_the_beside_tests_run_in_a_second_pytest_at_the_same_time_and_the_join_w
     assert done.returncode == 0, out + done.stderr
     # this pytest ran the others first, then its lane, the join last; the beside tests in the second one
     order = [line.split(" ")[1] for line in out.splitlines() if line.startswith("PASSED test_")]
-    assert order == ["test_fleet.py::test_first", "test_kubelet.py::test_waits_for_the_other_lane",
-                     "test_kubelet.py::test_after_in_the_file", "test_kubelet.py::test_join"], order
-    assert "4 passed, 2 deselected" in out, out
+    assert order == ["test_fleet.py::test_first", "test_trial.py::test_kept", "test_trial.py::test_gate",
+                     "test_kubelet.py::test_waits_for_the_other_lane", "test_kubelet.py::test_after_in_the_file",
+                     "test_kubelet.py::test_join"], order
+    assert "6 passed, 2 deselected" in out, out
     assert "beside | test_withdraw.py::test_writes PASSED" in out, out
     assert "step: beside test_withdraw.py::test_second took" in out, "its steps in this log, marked"
 

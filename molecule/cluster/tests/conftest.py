@@ -29,6 +29,8 @@ import pytest
 
 # set in the second pytest's environment: it runs the tests it is given, in their order
 LANE_ENV = "NUMA_KUBE_VERIFY_LANE"
+OUTPUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "tests", "output", "vm", "cluster")
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "resources"))
 
 
 def pytest_configure(config):
@@ -36,8 +38,9 @@ def pytest_configure(config):
                                        "changed, for no later test of the file to find)")
     config.addinivalue_line("markers", "beside: works on numa-uneven alone; runs in a second pytest beside the "
                                        "with_beside tests")
-    config.addinivalue_line("markers", "with_beside(last=False): works on numa-kubelet alone; runs last, with the "
-                                       "beside tests in a second pytest (last=True: after the others, waiting for it)")
+    config.addinivalue_line("markers", "with_beside(first=False, last=False): works on numa-kubelet alone; runs last, "
+                                       "with the beside tests in a second pytest (first=True: before the others of "
+                                       "its lane; last=True: after them, waiting for the second pytest)")
 
 
 @pytest.hookimpl(trylast=True)
@@ -73,9 +76,12 @@ def split_lanes(config, items):
     anchored = [item for item in items if item.get_closest_marker("with_beside") and item not in beside]
     if not beside or not anchored:
         return
-    # the test that waits for the second pytest (with_beside(last=True)) after every other of its lane
-    joins = [item for item in anchored if item.get_closest_marker("with_beside").kwargs.get("last")]
-    anchored = [item for item in anchored if item not in joins] + joins
+    # with_beside(first=True) before the others of the lane, the test that waits for the second
+    # pytest (with_beside(last=True)) after them
+    def place(item):
+        kwargs = item.get_closest_marker("with_beside").kwargs
+        return 0 if kwargs.get("first") else 2 if kwargs.get("last") else 1
+    anchored.sort(key=place)  # stable: pytest's order otherwise
     items[:] = [item for item in items if item not in beside and item not in anchored] + anchored
     config.hook.pytest_deselected(items=beside)
     config.numa_kube_beside = [item.nodeid for item in beside]
@@ -129,6 +135,33 @@ class BesideLane(object):
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
+
+
+@pytest.fixture(scope="session")
+def beside_guest_held():
+    """numa-uneven's qemu, once held stopped for the rest of the verify (see with_beside_lane)."""
+    held = []
+    yield held
+    for paused in held:
+        paused.__exit__(None, None, None)
+
+
+@pytest.fixture(autouse=True)
+def with_beside_lane(request, beside_guest_held):
+    """A ``with_beside`` test starts the second pytest (the first such test does) and, once that has
+    ended (or when there is none), holds numa-uneven's qemu stopped until the verify ends: the guest
+    the lanes no longer use leaves its host core to the controller and the API server (the tests of
+    test_kubelet.py took 10-20 % longer beside an idle numa-uneven than with it stopped)."""
+    if request.node.get_closest_marker("with_beside") is None:
+        yield
+        return
+    lane = request.getfixturevalue("beside_lane")
+    if not beside_guest_held and (lane is None or lane.proc.poll() is not None):
+        from testlib import PausedGuest  # pylint: disable=import-outside-toplevel
+        paused = PausedGuest(os.path.join(OUTPUT, "numa-uneven"))
+        paused.__enter__()
+        beside_guest_held.append(paused)
+    yield
 
 
 @pytest.fixture(scope="session")

@@ -152,8 +152,9 @@ def test_a_line_a_node_cannot_boot_falls_back_by_itself(uneven, api):
     assert any("Rebooting automatically due to panic= boot argument" in line for line in failed_boot), failed_boot
 
 
-@pytest.mark.with_beside  # numa-kubelet alone: in the lane of test_kubelet.py (conftest.py)
-@pytest.mark.usefixtures("beside_lane")
+# numa-kubelet alone: first in the lane of test_kubelet.py (conftest.py), its boots beside those of
+# numa-uneven's trial in the other lane
+@pytest.mark.with_beside(first=True)
 def test_a_line_that_fails_the_gate_is_rebooted_back(host, api):
     """numa-kubelet is given nr_cpus=2: it boots, but its kubelet refuses the CPU Manager checkpoint
     that names CPUs 2 and 3 (the omni#3262 kind of failure), so the health gate fails; the files go
