@@ -22,7 +22,7 @@ import testinfra
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "resources"))
 from testlib import (AuditLog, boot_time, configz, deadline_in, exporter_metrics, guest_get,  # noqa: E402 pylint: disable=wrong-import-position
-                     node_memory, run_playbook)
+                     node_memory, run_playbook, wait)
 
 testinfra_hosts = ["ansible://numa-kubelet"]
 
@@ -363,6 +363,50 @@ def test_kernel_parameter_change_rolled_back_restores_grub_byte_for_byte(uneven,
     assert not uneven.file("/var/lib/numa-kube/rollout/marker.json").exists, "the record is closed"
     assert boot_time(uneven) == booted, "no reboot"
     assert not api.read_node(UNEVEN).spec.unschedulable
+
+
+@pytest.mark.beside  # numa-uneven alone: in the lane beside test_kubelet.py (conftest.py)
+def test_nri_goes_on_over_a_socket_nobody_listens_on_and_not_over_a_live_one(uneven):
+    """containerd leaves its NRI socket behind when it stops (seen on this bed: a containerd restarted
+    with NRI off after a change was undone kept /var/run/nri/nri.sock, and the next run turning NRI on
+    was refused as if another program owned it). A socket nobody listens on is accepted and removed
+    before the restart; one a program listens on is still refused. Real sockets on the guest, the
+    real module; the change goes to a copy of config.toml, so containerd is left alone."""
+    assert not uneven.file("/var/run/nri/nri.sock").exists, "NRI is off on numa-uneven: nothing is there yet"
+    made = uneven.run("test -d /var/run/nri").rc != 0
+    # a folder of the test's own, root's alone (a record folder others may write to is refused)
+    folder, live = "/var/lib/numa-kube-test", "/run/numa-kube-test-live.sock"
+    copy, record = folder + "/config.toml", folder + "/containerd-nri.json"
+    uneven.check_output("rm -rf {0} && install -d -m 0700 {0} && cp /etc/containerd/config.toml {1}".format(folder, copy))
+
+    def nri(args, check):
+        try:
+            return uneven.ansible("numa.kube.containerd_nri", json.dumps(args), check=check)
+        except uneven.ansible.AnsibleException as exc:
+            return dict(exc.result, failed=True)
+    uneven.check_output("python3 -c \"import os, socket; os.makedirs('/var/run/nri', exist_ok=True); "
+                        "socket.socket(socket.AF_UNIX).bind('/var/run/nri/nri.sock')\"")
+    try:
+        assert uneven.file("/var/run/nri/nri.sock").is_socket, "a socket whose program has ended"
+        args = {"path": copy, "record": record}
+        done = nri(args, check=False)
+        assert not done.get("failed") and done["changed"] and done["leftover_socket_removed"], done
+        assert not uneven.file("/var/run/nri/nri.sock").exists, "removed, as containerd would as it starts"
+        assert "disable = false" in uneven.file(copy).content_string
+        # a program listening there: refused, as before
+        uneven.check_output("nohup python3 -c \"import os, socket, time; s = socket.socket(socket.AF_UNIX); s.bind('%s'); "
+                            "s.listen(1); open('%s.pid', 'w').write(str(os.getpid())); time.sleep(120)\" "
+                            ">/dev/null 2>&1 &" % (live, live))
+        wait("the listening socket", lambda: uneven.file(live).is_socket, timeout=60)
+        refused = nri(dict(args, settings={"socket_path": live}), check=True)
+        # (testinfra's check-mode result of a failed module lacks its 'failed': the words tell)
+        assert "is refused: a socket is there" in refused["msg"] and "a program listens on it" in refused["msg"], refused
+        assert uneven.file(live).is_socket, "nothing removed"
+    finally:
+        uneven.run("test ! -f {0}.pid || kill $(cat {0}.pid); rm -rf {0} {0}.pid {1} /var/run/nri/nri.sock"
+                   .format(live, folder))
+        if made:
+            uneven.run("rmdir /var/run/nri")
 
 
 # --- the rollout's fixed cost per node ---------------------------------------------------------------

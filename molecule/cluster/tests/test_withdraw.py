@@ -135,22 +135,6 @@ def test_taking_it_out_again_changes_nothing(host):
     assert AUDIT.node_requests(since=mark, labels=True, node=UNEVEN) == [], "a run with nothing to do asked the API for a change"
 
 
-def test_nri_can_be_turned_on_again_over_the_socket_containerd_left(host):
-    """containerd does not remove its NRI socket when it stops: the take-out restarted it with NRI off
-    and the socket stayed, nobody listening. A later run turning NRI on again must not take it for
-    another program's (it did: every run after a take-out, a rolled-back change or a finished
-    interrupted run was refused until the socket was removed by hand), and removes it before the
-    restart, so that its wait for containerd's socket cannot pass on the old one."""
-    nri = host.file("/var/run/nri/nri.sock")
-    assert nri.is_socket, "containerd, restarted with NRI off, left its NRI socket"
-    probe = host.run("python3 -c \"import socket; socket.socket(socket.AF_UNIX).connect('/var/run/nri/nri.sock')\"")
-    assert probe.rc != 0 and "ConnectionRefusedError" in probe.stderr, (probe.rc, probe.stderr)
-    plan = host.ansible("numa.kube.containerd_nri", "path=/etc/containerd/config.toml", check=True)
-    assert not plan.get("failed") and plan["changed"] and plan["restart_required"], plan
-    assert plan["leftover_socket_removed"], "a change turning NRI on removes it first (check mode: would)"
-    assert host.file("/var/run/nri/nri.sock").is_socket, "check mode removed nothing"
-
-
 def test_label_nodes_labels_a_node_from_the_controller_alone(api):
     """playbooks/label_nodes.yml (for nodes numa.kube does not reach over SSH, such as EKS nodes
     started from its user data) labels numa-uneven from its kubelet's /configz, now the defaults;
