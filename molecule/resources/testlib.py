@@ -164,7 +164,7 @@ class AuditLog(object):
                 if event.get("stage") != "ResponseComplete" or event.get("responseStatus", {}).get("code", 500) >= 300:
                     continue
                 ref = event["objectRef"]
-                if ref["resource"] == "pods" and event["verb"] == "create":
+                if ref["resource"] == "pods" and event["verb"] == "create" and ref.get("subresource") in (None, "binding"):
                     body = event.get("requestObject") or {}
                     target = ((body.get("target") or {}).get("name") if ref.get("subresource") == "binding"
                               else (body.get("spec") or {}).get("nodeName"))

@@ -20,6 +20,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -74,7 +75,8 @@ def split_lanes(config, items):
         return
     beside = [item for item in items if item.get_closest_marker("beside")]
     anchored = [item for item in items if item.get_closest_marker("with_beside") and item not in beside]
-    if not beside or not anchored:
+    # only with the test that waits for the second pytest: without it, its result would go unread
+    if not beside or not any(item.get_closest_marker("with_beside").kwargs.get("last") for item in anchored):
         return
     # with_beside(first=True) before the others of the lane, the test that waits for the second
     # pytest (with_beside(last=True)) after them
@@ -103,8 +105,11 @@ class BesideLane(object):
         self.proc, self.lines, self.reader = None, [], None
 
     def start(self):
+        # unbuffered: its lines come as they are printed, and none is lost when the run's time guard
+        # ends it
         self.proc = subprocess.Popen(self.command, cwd=self.cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                     text=True, env=dict(os.environ, **{LANE_ENV: "beside"}))
+                                     text=True, errors="replace",
+                                     env=dict(os.environ, PYTHONUNBUFFERED="1", **{LANE_ENV: "beside"}))
         self.reader = threading.Thread(target=self._copy, daemon=True)
         self.reader.start()
         print("\nbeside | a second pytest started %s with %d tests: %s"
@@ -115,8 +120,12 @@ class BesideLane(object):
             line = line.rstrip("\n")
             self.lines.append(line)
             shown = "step: beside " + line[len("step: "):] if line.startswith("step: ") else "beside | " + line
-            sys.__stdout__.write(shown + "\n")
-            sys.__stdout__.flush()
+            try:
+                # a line of its own, even after a test's name this pytest printed without its newline
+                sys.__stdout__.write("\n" + shown + "\n")
+                sys.__stdout__.flush()
+            except (OSError, ValueError):  # this log is gone: keep reading, or the child would block
+                pass
 
     def wait(self, timeout):
         """The second pytest's exit code (None when it did not end within ``timeout`` seconds)."""
@@ -128,13 +137,38 @@ class BesideLane(object):
         return code
 
     def stop(self):
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
+        """End the second pytest if it still runs (this one ended early), with the processes it started
+        (ansible-playbook and its workers), which a signal to it alone would leave running."""
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        for pid in [self.proc.pid] + descendants(self.proc.pid):
             try:
-                self.proc.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+                os.kill(pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+        try:
+            self.proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
+def descendants(pid):
+    """The processes started by ``pid``, its children's children too (from /proc)."""
+    parents = {}
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                with open("/proc/%s/stat" % name) as handle:
+                    parents[int(name)] = int(handle.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+    found, frontier = [], [pid]
+    while frontier:
+        children = [child for child, parent in parents.items() if parent in frontier]
+        found += children
+        frontier = children
+    return found
 
 
 @pytest.fixture(scope="session")
@@ -156,11 +190,16 @@ def with_beside_lane(request, beside_guest_held):
         yield
         return
     lane = request.getfixturevalue("beside_lane")
-    if not beside_guest_held and (lane is None or lane.proc.poll() is not None):
+    # only when the lanes split (the with_beside tests are then the verify's last) and the other has ended
+    if not beside_guest_held and lane is not None and lane.proc.poll() is not None:
         from testlib import PausedGuest  # pylint: disable=import-outside-toplevel
-        paused = PausedGuest(os.path.join(OUTPUT, "numa-uneven"))
-        paused.__enter__()
-        beside_guest_held.append(paused)
+        try:
+            paused = PausedGuest(os.path.join(OUTPUT, "numa-uneven"))
+            paused.__enter__()
+        except (OSError, ValueError) as exc:  # no qemu to hold (it ended, or never ran): nothing to do
+            print("\nnuma-uneven not held stopped: %s" % exc)
+        else:
+            beside_guest_held.append(paused)
     yield
 
 
