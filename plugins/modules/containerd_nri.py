@@ -203,11 +203,14 @@ restart_required:
   sample: true
 leftover_socket_removed:
   description:
-    - Whether a socket nobody listens on was at I(socket_path) when this change turned NRI on (one a
-      containerd restarted with NRI off leaves behind), and is removed (in check mode, would be), as
-      containerd itself removes it when it starts with NRI on. A wait for the socket after the
-      restart then sees containerd's own.
-  returned: success with I(state=present)
+    - Whether a socket nobody listens on (none bound to it, a connection refused) was at the NRI
+      socket path when this change turned NRI on (one a containerd restarted with NRI off leaves
+      behind), and is removed (in check mode, would be) before the file is written, as containerd
+      itself removes it when it starts with NRI on. A wait for the socket after the restart then sees
+      containerd's own. With I(state=absent), the same for the path of the NRI settings put back.
+    - When another socket, or a program, is found there at the moment of removal, nothing is changed
+      and the module fails.
+  returned: success
   type: bool
   sample: false
 nri_enabled:

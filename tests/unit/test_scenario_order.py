@@ -14,6 +14,8 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 CLUSTER_CONFTEST = os.path.join(ROOT, "molecule", "cluster", "tests", "conftest.py")
 
@@ -156,6 +158,7 @@ def lanes_run(folder, beside_passes=True, only=None):
                           capture_output=True, text=True, timeout=300, check=False, cwd=str(folder), env=pytest_env())
 
 
+@pytest.mark.wall_clock  # two pytest processes racing a deadline: in the timed tier
 def test_the_beside_tests_run_in_a_second_pytest_at_the_same_time_and_the_join_waits_for_it(tmp_path):
     done = lanes_run(tmp_path)
     out = done.stdout
@@ -170,12 +173,14 @@ def test_the_beside_tests_run_in_a_second_pytest_at_the_same_time_and_the_join_w
     assert "step: beside test_withdraw.py::test_second took" in out, "its steps in this log, marked"
 
 
+@pytest.mark.wall_clock  # two pytest processes racing a deadline: in the timed tier
 def test_a_failing_beside_test_fails_the_join(tmp_path):
     done = lanes_run(tmp_path, beside_passes=False)
     assert done.returncode != 0
     assert "FAILED test_kubelet.py::test_join" in done.stdout and "exited 1" in done.stdout, done.stdout
 
 
+@pytest.mark.wall_clock  # two pytest processes racing a deadline: in the timed tier
 def test_a_file_of_one_lane_alone_runs_in_order_in_one_pytest(tmp_path):
     done = lanes_run(tmp_path, only=["test_withdraw.py", "test_fleet.py"])
     assert done.returncode == 0 and "3 passed" in done.stdout and "beside |" not in done.stdout, done.stdout

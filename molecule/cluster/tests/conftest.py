@@ -37,8 +37,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 def pytest_configure(config):
     config.addinivalue_line("markers", "last_in_file: runs after the other tests of its file (it leaves the fleet "
                                        "changed, for no later test of the file to find)")
-    config.addinivalue_line("markers", "beside: works on numa-uneven alone; runs in a second pytest beside the "
-                                       "with_beside tests")
+    config.addinivalue_line("markers", "beside(first=False): works on numa-uneven alone; runs in a second pytest "
+                                       "beside the with_beside tests (first=True: before the others there)")
     config.addinivalue_line("markers", "with_beside(first=False, last=False): works on numa-kubelet alone; runs last, "
                                        "with the beside tests in a second pytest (first=True: before the others of "
                                        "its lane; last=True: after them, waiting for the second pytest)")
@@ -78,6 +78,7 @@ def split_lanes(config, items):
     # only with the test that waits for the second pytest: without it, its result would go unread
     if not beside or not any(item.get_closest_marker("with_beside").kwargs.get("last") for item in anchored):
         return
+    beside.sort(key=lambda item: 0 if item.get_closest_marker("beside").kwargs.get("first") else 1)
     # with_beside(first=True) before the others of the lane, the test that waits for the second
     # pytest (with_beside(last=True)) after them
     def place(item):

@@ -132,7 +132,8 @@ def failed_trial(name, guest, api, present, **extra):
     return output
 
 
-@pytest.mark.beside  # numa-uneven alone: in the lane beside the next test's (conftest.py)
+# numa-uneven alone: first in the lane beside the next test's (conftest.py), so the two trials' boots overlap
+@pytest.mark.beside(first=True)
 def test_a_line_a_node_cannot_boot_falls_back_by_itself(uneven, api):
     """numa-uneven is given a root mount option ext4 refuses: its initramfs fails to mount the root file
     system and, told panic=, reboots; grub boots the default entry again. (A root device it does not

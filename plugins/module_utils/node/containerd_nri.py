@@ -129,22 +129,40 @@ def _made_by_nri(path, real, in_force, realpath):
 
 
 def leftover_socket(path, in_force, lstat=os.lstat, realpath=os.path.realpath):
-    """Whether a socket is at ``path`` that the configuration containerd runs with did not put there:
-    after check_socket_path (with ``listening``) passed, one nobody listens on, which containerd
-    removes as it starts with NRI on. Removed first, it cannot be taken for containerd's own socket
-    by a wait for it."""
+    """The identity (device, inode) of a socket at ``path`` that the configuration containerd runs with
+    did not put there, or None: after check_socket_path (with ``listening``) passed, one nobody
+    listens on, which containerd removes as it starts with NRI on. Removed first, it cannot be taken
+    for containerd's own socket by a wait for it."""
     try:
-        if not stat.S_ISSOCK(lstat(path).st_mode):
-            return False
+        found = lstat(path)
     except OSError:
-        return False
-    return not _made_by_nri(path, realpath(path), in_force, realpath)
+        return None
+    if not stat.S_ISSOCK(found.st_mode) or _made_by_nri(path, realpath(path), in_force, realpath):
+        return None
+    return (found.st_dev, found.st_ino)
 
 
-def socket_listening(path, timeout=2.0):
-    """Whether a program accepts connections on the unix socket at ``path``. Only a refused connection
-    (or the socket gone meanwhile) counts as nobody there: a datagram socket, a full backlog, a
-    permission refused or a timeout are taken for a program's, the safe side."""
+def _bound_paths(table="/proc/net/unix", realpath=os.path.realpath):
+    """The paths unix sockets are bound to in this network namespace, links followed: a socket whose
+    program has ended is not among them, one bound and not yet listening is."""
+    try:
+        with open(table) as handle:
+            lines = handle.read().splitlines()[1:]
+    except OSError:
+        return set()
+    # Num RefCount Protocol Flags Type St Inode Path (the path, when there is one, may hold spaces)
+    return set(realpath(fields[7]) for fields in (line.split(None, 7) for line in lines)
+               if len(fields) == 8 and fields[7].startswith("/"))
+
+
+def socket_listening(path, timeout=2.0, table="/proc/net/unix"):
+    """Whether a program holds the unix socket at ``path``: one bound to it in this network namespace
+    (read from ``table``, without connecting: a socket systemd would start a service for stays
+    untouched), or one that accepts a connection (a program in another namespace). Only a refused
+    connection (or the socket gone meanwhile) counts as nobody there: a datagram socket, a full
+    backlog, a permission refused or a timeout are taken for a program's, the safe side."""
+    if os.path.realpath(path) in _bound_paths(table):
+        return True
     probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     probe.settimeout(timeout)
     try:
@@ -190,8 +208,8 @@ def check_socket_path(path, lstat=None, realpath=None, in_force=None, listening=
             running = ("the configuration containerd runs with has NRI off" if not isinstance(in_force, str)
                        else "the configuration containerd runs with puts NRI's socket at %s" % in_force)
             return ["NRI socket_path %r is refused: a socket is there that containerd's NRI did not make (%s), and "
-                    "a program listens on it - containerd's own API, D-Bus, systemd - and %s; %s"
-                    % (path, running, why, fix)]
+                    "a program listens on it (or holds it bound, or the test for one failed) - containerd's own API, "
+                    "D-Bus, systemd - and %s; %s" % (path, running, why, fix)]
     return []
 
 

@@ -89,13 +89,38 @@ def containerd_version(module, distribution, data_dir):
     return parse_containerd_version(version_text)
 
 
+def remove_leftover(module, path, identity):
+    """Unlink the socket nobody listened on that planning found at ``path`` (``identity``: its device
+    and inode), before anything is written: only when the same socket is still there and still
+    nobody's, else the run stops with nothing changed."""
+    if identity is None or module.check_mode:
+        return
+    try:
+        found = os.lstat(path)
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        fail(module, ["NRI socket_path %r could not be read again before its leftover socket was removed (%s); "
+                      "nothing was changed, run again" % (path, exc.strerror)])
+    if (found.st_dev, found.st_ino) != identity or socket_listening(path):
+        fail(module, ["NRI socket_path %r holds another socket than the one nobody listened on moments ago, or a "
+                      "program took it meanwhile; nothing was changed, run again" % path])
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+    except OSError as exc:
+        fail(module, ["the socket nobody listens on at NRI socket_path %r could not be removed (%s); nothing was "
+                      "changed: remove it and run again" % (path, exc.strerror)])
+
+
 def present(module):
     params = module.params
     record = applied_record.load_checked(module, module.params["record"], check_nri_record)
     distribution = detect(module)
     data_dir = params["data_dir"] or "/var/lib/rancher/%s" % distribution
     folder = os.path.join(data_dir, "agent", "etc", "containerd")
-    leftover = False
+    leftover = None
     try:
         version = containerd_version(module, distribution, data_dir)
         if distribution == "containerd":
@@ -156,18 +181,15 @@ def present(module):
     )
     if module._diff:
         result["diff"] = file_update.diff(path, current, new_text)
+    # the socket an earlier containerd left (nobody listens on it): containerd removes it as it starts
+    # with NRI on; gone first, the wait for the socket after the restart sees containerd's own
+    result["leftover_socket_removed"] = bool(changed and leftover)
+    if changed:
+        remove_leftover(module, effective["socket_path"], leftover)
     result["changed"] = file_update.apply(module, path, current, new_text, changed, result,
                                           backup=params["backup"], make_dirs=True)
     if changed:
         applied_record.save_for(module, module.params["record"], merge_nri_record(record, distribution, path, current, new_text))
-    # the socket an earlier containerd left (nobody listens on it): containerd removes it as it starts
-    # with NRI on; gone now, the wait for the socket after the restart sees containerd's own
-    result["leftover_socket_removed"] = bool(changed and leftover)
-    if result["leftover_socket_removed"] and not module.check_mode:
-        try:
-            os.unlink(effective["socket_path"])
-        except FileNotFoundError:
-            pass
     return result
 
 
@@ -187,6 +209,7 @@ def absent(module):
     rendered_path = path if distribution == "containerd" else os.path.join(folder, "config.toml")
     data_dir = params["data_dir"] or "/var/lib/rancher/%s" % distribution
     current = file_update.read_text(path)
+    leftover = None
     try:
         version = containerd_version(module, distribution, data_dir)
         new_text, left = plan_nri_withdraw(current, record)
@@ -199,12 +222,13 @@ def absent(module):
             socket_path = in_force_socket_path(new_text, version)
             if socket_path is not None:
                 rendered_now = current if distribution == "containerd" else file_update.read_text(rendered_path)
+                in_force = in_force_socket_path(rendered_now, version)
                 problems = check_socket_path(socket_path, lstat=os.lstat, realpath=os.path.realpath,
-                                             in_force=in_force_socket_path(rendered_now, version),
-                                             listening=socket_listening)
+                                             in_force=in_force, listening=socket_listening)
                 if problems:
                     raise ContainerdConfigError([p + " (the value %s would put back)" % params["record"]
                                                  for p in problems])
+                leftover = leftover_socket(socket_path, in_force, lstat=os.lstat)
     except ContainerdConfigError as exc:
         fail(module, exc.problems)
     removes = current is not None and new_text is None
@@ -223,12 +247,15 @@ def absent(module):
         record_found=True,
         removed_file=removes,
         left=left,
+        leftover_socket_removed=leftover is not None,
     )
     if module._diff:
         result["diff"] = dict(file_update.diff(path, current, new_text or ""),
                               after_header="/dev/null" if new_text is None else path)
     for note in left:
         module.warn(note)
+    if leftover is not None:
+        remove_leftover(module, result["socket_path"], leftover)
     if removes:
         if not module.check_mode:
             if params["backup"]:

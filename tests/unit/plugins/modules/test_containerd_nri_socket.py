@@ -30,8 +30,8 @@ CONTAINERD_17 = 'version = 2\n[plugins."io.containerd.nri.v1.nri"]\n  disable = 
 
 
 class Stat(object):
-    def __init__(self, mode):
-        self.st_mode = mode
+    def __init__(self, mode, inode=7):
+        self.st_mode, self.st_dev, self.st_ino = mode, 1, inode
 
 
 def fake_lstat(found):
@@ -107,20 +107,28 @@ def short_dir():
 
 
 def test_socket_listening_tells_a_program_from_a_leftover(short_dir):
-    """Real unix sockets: one bound but not listening (what a stopped program leaves answers so: the
-    connection is refused) is nobody's; a listening one, a datagram one (wrong type) are a program's."""
-    left, live, datagram = (os.path.join(short_dir, name) for name in ("left.sock", "live.sock", "dgram.sock"))
+    """Real unix sockets: the file a closed socket leaves (what a containerd that stopped leaves) is
+    nobody's; a listening one, one bound and not yet listening (in /proc/net/unix, though a connection
+    is refused), a datagram one (wrong type) are a program's."""
+    left, live, bound, datagram = (os.path.join(short_dir, name)
+                                   for name in ("left.sock", "live.sock", "bound.sock", "dgram.sock"))
+    closed = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    closed.bind(left)
+    closed.close()
     sockets = []
     try:
-        for path, kind, listen in ((left, socket.SOCK_STREAM, False), (live, socket.SOCK_STREAM, True),
+        for path, kind, listen in ((live, socket.SOCK_STREAM, True), (bound, socket.SOCK_STREAM, False),
                                    (datagram, socket.SOCK_DGRAM, False)):
             sock = socket.socket(socket.AF_UNIX, kind)
             sock.bind(path)
             if listen:
                 sock.listen(1)
             sockets.append(sock)
+        assert stat.S_ISSOCK(os.lstat(left).st_mode), "the closed socket's file stays"
         assert socket_listening(left) is False
         assert socket_listening(live) is True
+        assert socket_listening(bound) is True, "bound by a live program, listening or not yet"
+        assert socket_listening(bound, table=os.devnull) is False, "a connection alone cannot tell"
         assert socket_listening(datagram) is True
         assert socket_listening(os.path.join(short_dir, "gone.sock")) is False
     finally:
@@ -228,6 +236,44 @@ def test_the_module_refuses_another_programs_socket_and_writes_nothing(tmp_path,
     assert failed and "NRI socket_path %r is refused: a socket is there that containerd's NRI did not make" \
         % socket_path in result["msg"], result["msg"]
     assert path.read_text() == CONTAINERD_17
+
+
+@pytest.mark.parametrize("swap", ["another socket", "a program", "unlink refused"])
+def test_a_leftover_that_changed_before_its_removal_stops_the_run_with_nothing_written(tmp_path, monkeypatch, swap):
+    """Review: the socket was removed after the file was written, without a second look: one that a
+    program took (or replaced) between the check and the removal went too, and a removal that failed
+    left the file written and the run unable to ask for the restart again."""
+    path = tmp_path / "config.toml"
+    path.write_text(CONTAINERD_17)
+    socket_at(monkeypatch, "/var/run/nri/nri.sock", listening=False)
+    seen = []
+    real_lstat, real_unlink = containerd_nri_apply.os.lstat, os.unlink
+
+    def lstat(name, *args, **kwargs):
+        if name == "/var/run/nri/nri.sock":
+            seen.append(name)
+            # the second look (the removal's) finds another inode
+            return Stat(SOCKET, inode=8 if swap == "another socket" and len(seen) > 2 else 7)
+        return real_lstat(name, *args, **kwargs)
+
+    def unlink(name, *args, **kwargs):
+        if name == "/var/run/nri/nri.sock":
+            raise OSError(1, "Operation not permitted", name)
+        return real_unlink(name, *args, **kwargs)
+
+    monkeypatch.setattr(containerd_nri_apply.os, "lstat", lstat)
+    monkeypatch.setattr(containerd_nri_apply.os, "unlink", unlink)
+    calls = []
+
+    def listening(name):
+        calls.append(name)
+        return swap == "a program" and len(calls) > 1
+
+    monkeypatch.setattr(containerd_nri_apply, "socket_listening", listening)
+    failed, result = run(containerd_nri, {"path": str(path), "containerd_version": "1.7.24"})
+    assert failed and "nothing was changed" in result["msg"], result
+    assert ("could not be removed (Operation not permitted)" in result["msg"]) == (swap == "unlink refused"), result
+    assert path.read_text() == CONTAINERD_17, "the file is left as it was"
 
 
 @pytest.mark.parametrize("check_mode", [True, False])
@@ -355,3 +401,27 @@ def test_an_nri_table_that_is_only_text_in_a_string_is_not_taken_for_one(tmp_pat
     assert failed and "containerd would read the NRI settings of this configuration as {'disable': True}" \
         in result["msg"], result
     assert path.read_text() == text
+
+
+def test_absent_turning_nri_on_again_removes_a_leftover_socket_there(tmp_path, monkeypatch):
+    """Review: taking numa.kube out can turn NRI on again (it was on before numa.kube turned it off);
+    a socket nobody listens on at the path put back was accepted but left, so the wait for containerd's
+    socket after the restart passed on it."""
+    path, record = tmp_path / "config.toml", tmp_path / "applied" / "containerd-nri.json"
+    path.write_text(CONTAINERD_17.replace("true", "false") + '  socket_path = "/run/nri/orig.sock"\n')
+    args = {"path": str(path), "containerd_version": "1.7.24", "record": str(record)}
+    failed, result = run(containerd_nri, dict(args, enabled=False))
+    assert not failed and result["changed"], result
+    socket_at(monkeypatch, "/run/nri/orig.sock", listening=False)
+    removed, real_unlink = [], os.unlink
+
+    def unlink(name, *a, **kw):
+        if name == "/run/nri/orig.sock":
+            removed.append(name)
+            return None
+        return real_unlink(name, *a, **kw)
+
+    monkeypatch.setattr(containerd_nri_apply.os, "unlink", unlink)
+    failed, result = run(containerd_nri, dict(args, state="absent"))
+    assert not failed and result["changed"] and result["nri_enabled"], result
+    assert result["leftover_socket_removed"] and removed == ["/run/nri/orig.sock"], result
