@@ -14,7 +14,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "molecule", "resources"))
-from testlib import AuditLog  # noqa: E402 pylint: disable=wrong-import-position
+from testlib import AuditLog  # noqa: E402 pylint: disable=wrong-import-position,import-error
 
 ADMIN = "numa-kube-admin"
 
