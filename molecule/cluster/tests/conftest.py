@@ -80,11 +80,9 @@ def split_lanes(config, items):
         return
     beside.sort(key=lambda item: 0 if item.get_closest_marker("beside").kwargs.get("first") else 1)
     # with_beside(first=True) before the others of the lane, the test that waits for the second
-    # pytest (with_beside(last=True)) after them
-    def place(item):
-        kwargs = item.get_closest_marker("with_beside").kwargs
-        return 0 if kwargs.get("first") else 2 if kwargs.get("last") else 1
-    anchored.sort(key=place)  # stable: pytest's order otherwise
+    # pytest (with_beside(last=True)) after them; pytest's order otherwise (the sort is stable)
+    anchored.sort(key=lambda item: (0 if item.get_closest_marker("with_beside").kwargs.get("first")
+                                    else 2 if item.get_closest_marker("with_beside").kwargs.get("last") else 1))
     items[:] = [item for item in items if item not in beside and item not in anchored] + anchored
     config.hook.pytest_deselected(items=beside)
     config.numa_kube_beside = [item.nodeid for item in beside]
