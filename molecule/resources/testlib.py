@@ -160,6 +160,8 @@ class AuditLog(object):
         requests, placed = [], {}
         with open(self.path) as handle:
             for number, line in enumerate(handle):
+                if not line.endswith("\n"):  # the API server still writing it (the lanes read while it writes)
+                    break
                 event = json.loads(line)
                 if event.get("stage") != "ResponseComplete" or event.get("responseStatus", {}).get("code", 500) >= 300:
                     continue

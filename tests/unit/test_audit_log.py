@@ -73,3 +73,10 @@ def test_placements_before_the_mark_still_place_the_evictions_after_it(tmp_path)
     log = write(tmp_path, EVENTS)
     assert log.node_requests(since=3, node="numa-kubelet") == [("evict", "pinned"), ("evict", "unplaced")]
     assert log.mark() == len(EVENTS)
+
+
+def test_a_line_the_api_server_is_still_writing_is_left_for_later(tmp_path):
+    log = write(tmp_path, EVENTS)
+    with open(log.path, "a") as handle:
+        handle.write('{"stage": "ResponseComplete", "user": {"usern')
+    assert log.node_requests(node="numa-uneven")[-1] == ("uncordon", "numa-uneven")

@@ -142,17 +142,26 @@ def leftover_socket(path, in_force, lstat=os.lstat, realpath=os.path.realpath):
     return (found.st_dev, found.st_ino)
 
 
-def _bound_paths(table="/proc/net/unix", realpath=os.path.realpath):
-    """The paths unix sockets are bound to in this network namespace, links followed: a socket whose
-    program has ended is not among them, one bound and not yet listening is."""
+def _held_by_a_bound_socket(path, table="/proc/net/unix", realpath=os.path.realpath):
+    """Whether a unix socket in this network namespace is bound to ``path``, read from ``table`` (a
+    socket whose program has ended is not listed; one bound and not yet listening is). The table is
+    read as bytes (a name that is not UTF-8 is any program's right); only entries of the same file
+    name are looked at, and one bound by a relative name counts as held (its folder is unknown)."""
     try:
-        with open(table) as handle:
-            lines = handle.read().splitlines()[1:]
+        with open(table, "rb") as handle:
+            lines = handle.read().split(b"\n")[1:]
     except OSError:
-        return set()
+        return False
+    target = os.fsencode(realpath(path))
+    name = os.path.basename(target)
     # Num RefCount Protocol Flags Type St Inode Path (the path, when there is one, may hold spaces)
-    return set(realpath(fields[7]) for fields in (line.split(None, 7) for line in lines)
-               if len(fields) == 8 and fields[7].startswith("/"))
+    for fields in (line.split(None, 7) for line in lines):
+        bound = fields[7] if len(fields) == 8 else b""
+        if not bound or bound.startswith(b"@") or os.path.basename(bound) != name:
+            continue
+        if not bound.startswith(b"/") or os.fsencode(realpath(os.fsdecode(bound))) == target:
+            return True
+    return False
 
 
 def socket_listening(path, timeout=2.0, table="/proc/net/unix"):
@@ -161,7 +170,7 @@ def socket_listening(path, timeout=2.0, table="/proc/net/unix"):
     untouched), or one that accepts a connection (a program in another namespace). Only a refused
     connection (or the socket gone meanwhile) counts as nobody there: a datagram socket, a full
     backlog, a permission refused or a timeout are taken for a program's, the safe side."""
-    if os.path.realpath(path) in _bound_paths(table):
+    if _held_by_a_bound_socket(path, table):
         return True
     probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     probe.settimeout(timeout)

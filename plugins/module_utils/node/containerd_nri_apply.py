@@ -95,6 +95,7 @@ def remove_leftover(module, path, identity):
     nobody's, else the run stops with nothing changed."""
     if identity is None or module.check_mode:
         return
+    held = socket_listening(path)
     try:
         found = os.lstat(path)
     except FileNotFoundError:
@@ -102,7 +103,7 @@ def remove_leftover(module, path, identity):
     except OSError as exc:
         fail(module, ["NRI socket_path %r could not be read again before its leftover socket was removed (%s); "
                       "nothing was changed, run again" % (path, exc.strerror)])
-    if (found.st_dev, found.st_ino) != identity or socket_listening(path):
+    if held or (found.st_dev, found.st_ino) != identity:
         fail(module, ["NRI socket_path %r holds another socket than the one nobody listened on moments ago, or a "
                       "program took it meanwhile; nothing was changed, run again" % path])
     try:
@@ -198,7 +199,7 @@ def absent(module):
     record = applied_record.load_checked(module, module.params["record"], check_nri_record)
     if record is None:
         return dict(changed=False, record=params["record"], record_found=False, restart_required=False,
-                    removed_file=False, left=[],
+                    removed_file=False, left=[], leftover_socket_removed=False,
                     msg="%s does not exist: numa.kube has changed nothing in containerd's NRI settings on this node "
                         "(or an older release changed them without a record); nothing was changed" % params["record"])
     problems = check_nri_record_path(record, params["record"], params["path"], params["data_dir"])
@@ -216,10 +217,12 @@ def absent(module):
         if new_text is not None and new_text != current and distribution == "containerd":
             check_toml_text(new_text, path)
             check_reading(new_text, version)
-        if new_text is not None and new_text != current:
+        # the file removed (numa.kube created it), containerd runs its defaults: NRI on in 2.x
+        after = "" if new_text is None and current is not None and distribution == "containerd" else new_text
+        if after is not None and after != current:
             # the socket path put back is checked as present checks one: a record cannot point NRI at
             # containerd's own socket, or any other program's
-            socket_path = in_force_socket_path(new_text, version)
+            socket_path = in_force_socket_path(after, version)
             if socket_path is not None:
                 rendered_now = current if distribution == "containerd" else file_update.read_text(rendered_path)
                 in_force = in_force_socket_path(rendered_now, version)

@@ -425,3 +425,52 @@ def test_absent_turning_nri_on_again_removes_a_leftover_socket_there(tmp_path, m
     failed, result = run(containerd_nri, dict(args, state="absent"))
     assert not failed and result["changed"] and result["nri_enabled"], result
     assert result["leftover_socket_removed"] and removed == ["/run/nri/orig.sock"], result
+
+
+@pytest.mark.parametrize("held", [False, True])
+def test_absent_removing_the_file_on_containerd_2_checks_the_default_socket(tmp_path, monkeypatch, held):
+    """Second review: where numa.kube created config.toml, absent removes it and containerd 2.x runs its
+    defaults - NRI on at /var/run/nri/nri.sock - without the check: a leftover there stayed (the wait
+    for the socket passed on it) and a program's socket there was not refused."""
+    path, record = tmp_path / "config.toml", tmp_path / "applied" / "containerd-nri.json"
+    args = {"path": str(path), "containerd_version": "2.0.1", "record": str(record)}
+    failed, result = run(containerd_nri, dict(args, enabled=False))
+    assert not failed and result["changed"] and path.exists(), result
+    socket_at(monkeypatch, "/var/run/nri/nri.sock", listening=held)
+    removed, real_unlink = [], os.unlink
+
+    def unlink(name, *a, **kw):
+        if name == "/var/run/nri/nri.sock":
+            removed.append(name)
+            return None
+        return real_unlink(name, *a, **kw)
+
+    monkeypatch.setattr(containerd_nri_apply.os, "unlink", unlink)
+    failed, result = run(containerd_nri, dict(args, state="absent"))
+    if held:
+        assert failed and "a program listens on it" in result["msg"] and path.exists(), result
+        return
+    assert not failed and result["removed_file"] and result["nri_enabled"], result
+    assert result["leftover_socket_removed"] and removed == ["/var/run/nri/nri.sock"], result
+
+
+def test_a_bound_socket_is_found_in_the_table_whatever_the_other_names(tmp_path):
+    """Second review: the table was read as text (one name that is not UTF-8 crashed the module), its
+    lines split on form feeds too, and a socket bound by a relative name was missed."""
+    from ansible_collections.numa.kube.plugins.module_utils.node.containerd_nri import _held_by_a_bound_socket
+    head = b"Num       RefCount Protocol Flags    Type St Inode Path\n"
+
+    def table(*paths):
+        lines = [b"0000: 00000002 00000000 00010000 0001 01 %d %s" % (n, p) for n, p in enumerate(paths)]
+        where = tmp_path / "unix"
+        where.write_bytes(head + b"\n".join(lines) + b"\n")
+        return str(where)
+
+    same = os.path.realpath
+    target = "/var/run/nri/nri.sock"
+    real = os.path.realpath(target)
+    assert _held_by_a_bound_socket(target, table(b"@\xff\xfe", b"/run/a\x0cb", real.encode()), same)
+    assert _held_by_a_bound_socket(target, table(b"nri.sock"), same), "bound by a relative name: held"
+    assert not _held_by_a_bound_socket(target, table(b"@nri.sock", b"/run/other/nri.sock.x", b"/elsewhere/x.sock"),
+                                       same)
+    assert not _held_by_a_bound_socket(target, str(tmp_path / "missing"), same)
