@@ -219,7 +219,6 @@ def _epoch(stamp):
 
 PLAYBOOK_LOGS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tests", "output", "logs",
                              "playbook-runs")
-_LOG_NAMES = threading.Lock()
 
 
 def run_playbook(args, timeout=1800):
@@ -232,11 +231,9 @@ def run_playbook(args, timeout=1800):
                           env=dict(os.environ, ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0",
                                    PROFILE_TASKS_TASK_OUTPUT_LIMIT="all"))
     took = time.time() - started
-    with _LOG_NAMES:  # runs made side by side (threads) each get a file of their own
-        os.makedirs(PLAYBOOK_LOGS, exist_ok=True)
-        name = "%s-%d-%d.log" % (time.strftime("%H%M%S", time.localtime(started)), os.getpid(),
-                                 len(os.listdir(PLAYBOOK_LOGS)))
-        open(os.path.join(PLAYBOOK_LOGS, name), "w").close()
+    if not os.path.isdir(PLAYBOOK_LOGS):
+        os.makedirs(PLAYBOOK_LOGS)
+    name = "%s-%d-%d.log" % (time.strftime("%H%M%S", time.localtime(started)), os.getpid(), len(os.listdir(PLAYBOOK_LOGS)))
     log = os.path.join(PLAYBOOK_LOGS, name)
     with open(log, "w") as handle:
         handle.write("%s\n(took %d s, exit %d)\n%s\n%s"
@@ -278,14 +275,15 @@ class PausedGuest(object):
         os.kill(self.pid, signal.SIGSTOP)
         return self
 
-    def _resume(self):
+    def resume(self):
+        """Let the guest go (a running one is not touched)."""
         try:
             os.kill(self.pid, signal.SIGCONT)
         except ProcessLookupError:  # qemu ended meanwhile: the test's own failure says why
             pass
 
     def _terminated(self, signum, frame):
-        self._resume()
+        self.resume()
         previous, self.previous = self.previous, None
         signal.signal(signal.SIGTERM, previous if previous is not None else signal.SIG_DFL)
         if callable(previous):
@@ -297,7 +295,7 @@ class PausedGuest(object):
         if self.previous is not None:
             signal.signal(signal.SIGTERM, self.previous)
             self.previous = None
-        self._resume()
+        self.resume()
         return False
 
 

@@ -182,7 +182,7 @@ def beside_guest_held():
 @pytest.fixture(autouse=True)
 def with_beside_lane(request, beside_guest_held):
     """A ``with_beside`` test starts the second pytest (the first such test does) and, once that has
-    ended (or when there is none), holds numa-uneven's qemu stopped until the verify ends: the guest
+    ended, holds numa-uneven's qemu stopped until the verify ends: the guest
     the lanes no longer use leaves its host core to the controller and the API server (the tests of
     test_kubelet.py took 10-20 % longer beside an idle numa-uneven than with it stopped)."""
     if request.node.get_closest_marker("with_beside") is None:
@@ -226,10 +226,10 @@ def fleet_as_the_converge_left_it():
     the beside lane, which starts while the tests of the other lane work on the fleet."""
     if os.environ.get(LANE_ENV):
         return
+    from testlib import PausedGuest  # pylint: disable=import-outside-toplevel
     try:
-        with open(os.path.join(OUTPUT, "numa-uneven", "qemu.pid")) as handle:
-            os.kill(int(handle.read().strip()), signal.SIGCONT)  # nothing happens to a running one
-    except (OSError, ValueError):
+        PausedGuest(os.path.join(OUTPUT, "numa-uneven")).resume()
+    except (OSError, ValueError):  # no guest running
         pass
     # imported here: a test module of this folder, the one that owns the change
     from test_monitoring import exporter_on_the_converges_image  # pylint: disable=import-outside-toplevel

@@ -89,17 +89,28 @@ def containerd_version(module, distribution, data_dir):
     return parse_containerd_version(version_text)
 
 
+def check_socket_on_node(path, in_force):
+    """check_socket_path on this node (links followed, a socket there probed for a program), and the
+    identity of the leftover socket there that containerd would replace (see leftover_socket)."""
+    problems = check_socket_path(path, lstat=os.lstat, realpath=os.path.realpath, in_force=in_force,
+                                 listening=socket_listening)
+    return problems, None if problems else leftover_socket(path, in_force, lstat=os.lstat)
+
+
 def remove_leftover(module, path, identity):
     """Unlink the socket nobody listened on that planning found at ``path`` (``identity``: its device
     and inode), before anything is written: only when the same socket is still there and still
-    nobody's, else the run stops with nothing changed."""
-    if identity is None or module.check_mode:
-        return
+    nobody's, else the run stops with nothing changed. Whether it was removed (in check mode, would
+    be)."""
+    if identity is None:
+        return False
+    if module.check_mode:
+        return True
     held = socket_listening(path)
     try:
         found = os.lstat(path)
     except FileNotFoundError:
-        return
+        return False
     except OSError as exc:
         fail(module, ["NRI socket_path %r could not be read again before its leftover socket was removed (%s); "
                       "nothing was changed, run again" % (path, exc.strerror)])
@@ -109,10 +120,11 @@ def remove_leftover(module, path, identity):
     try:
         os.unlink(path)
     except FileNotFoundError:
-        pass
+        return False
     except OSError as exc:
         fail(module, ["the socket nobody listens on at NRI socket_path %r could not be removed (%s); nothing was "
                       "changed: remove it and run again" % (path, exc.strerror)])
+    return True
 
 
 def present(module):
@@ -152,11 +164,9 @@ def present(module):
             # the path containerd will take over, on this node: links followed, nothing there, the
             # NRI socket of the configuration containerd runs with now, or a socket nobody listens on
             in_force = in_force_socket_path(current if distribution == "containerd" else rendered, version)
-            problems = check_socket_path(effective["socket_path"], lstat=os.lstat, realpath=os.path.realpath,
-                                         in_force=in_force, listening=socket_listening)
+            problems, leftover = check_socket_on_node(effective["socket_path"], in_force)
             if problems:
                 raise ContainerdConfigError(problems)
-            leftover = leftover_socket(effective["socket_path"], in_force, lstat=os.lstat)
         if changed and record is not None and record["path"] != path:
             raise ContainerdConfigError(
                 "%s records NRI settings numa.kube wrote into %s, but this run would write %s; take the first "
@@ -184,9 +194,7 @@ def present(module):
         result["diff"] = file_update.diff(path, current, new_text)
     # the socket an earlier containerd left (nobody listens on it): containerd removes it as it starts
     # with NRI on; gone first, the wait for the socket after the restart sees containerd's own
-    result["leftover_socket_removed"] = bool(changed and leftover)
-    if changed:
-        remove_leftover(module, effective["socket_path"], leftover)
+    result["leftover_socket_removed"] = changed and remove_leftover(module, effective["socket_path"], leftover)
     result["changed"] = file_update.apply(module, path, current, new_text, changed, result,
                                           backup=params["backup"], make_dirs=True)
     if changed:
@@ -225,13 +233,10 @@ def absent(module):
             socket_path = in_force_socket_path(after, version)
             if socket_path is not None:
                 rendered_now = current if distribution == "containerd" else file_update.read_text(rendered_path)
-                in_force = in_force_socket_path(rendered_now, version)
-                problems = check_socket_path(socket_path, lstat=os.lstat, realpath=os.path.realpath,
-                                             in_force=in_force, listening=socket_listening)
+                problems, leftover = check_socket_on_node(socket_path, in_force_socket_path(rendered_now, version))
                 if problems:
                     raise ContainerdConfigError([p + " (the value %s would put back)" % params["record"]
                                                  for p in problems])
-                leftover = leftover_socket(socket_path, in_force, lstat=os.lstat)
     except ContainerdConfigError as exc:
         fail(module, exc.problems)
     removes = current is not None and new_text is None
@@ -250,15 +255,13 @@ def absent(module):
         record_found=True,
         removed_file=removes,
         left=left,
-        leftover_socket_removed=leftover is not None,
     )
     if module._diff:
         result["diff"] = dict(file_update.diff(path, current, new_text or ""),
                               after_header="/dev/null" if new_text is None else path)
     for note in left:
         module.warn(note)
-    if leftover is not None:
-        remove_leftover(module, result["socket_path"], leftover)
+    result["leftover_socket_removed"] = remove_leftover(module, result["socket_path"], leftover)
     if removes:
         if not module.check_mode:
             if params["backup"]:

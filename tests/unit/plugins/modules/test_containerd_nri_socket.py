@@ -226,6 +226,21 @@ def socket_at(monkeypatch, *paths, **kwargs):
     monkeypatch.setattr(containerd_nri_apply, "socket_listening", lambda path: listening and path in paths)
 
 
+def unlinks_of(monkeypatch, path):
+    """The module's removals of ``path``, recorded instead of made (a socket in /run cannot be made in
+    a test); other files are removed as usual."""
+    removed, real_unlink = [], os.unlink
+
+    def unlink(name, *args, **kwargs):
+        if name == path:
+            removed.append(name)
+            return None
+        return real_unlink(name, *args, **kwargs)
+
+    monkeypatch.setattr(containerd_nri_apply.os, "unlink", unlink)
+    return removed
+
+
 @pytest.mark.parametrize("socket_path", ["/run/containerd/containerd.sock", "/run/dbus/system_bus_socket"])
 def test_the_module_refuses_another_programs_socket_and_writes_nothing(tmp_path, monkeypatch, socket_path):
     path = tmp_path / "config.toml"
@@ -284,15 +299,7 @@ def test_the_module_turns_nri_on_over_a_leftover_socket_and_removes_it(tmp_path,
     path = tmp_path / "config.toml"
     path.write_text(CONTAINERD_17)
     socket_at(monkeypatch, "/var/run/nri/nri.sock", listening=False)
-    removed, real_unlink = [], os.unlink
-
-    def unlink(name, *args, **kwargs):
-        if name == "/var/run/nri/nri.sock":
-            removed.append(name)
-            return None
-        return real_unlink(name, *args, **kwargs)
-
-    monkeypatch.setattr(containerd_nri_apply.os, "unlink", unlink)
+    removed = unlinks_of(monkeypatch, "/var/run/nri/nri.sock")
     failed, result = run(containerd_nri, {"path": str(path), "containerd_version": "1.7.24"}, check_mode=check_mode)
     assert not failed and result["changed"] and result["leftover_socket_removed"], result
     assert removed == ([] if check_mode else ["/var/run/nri/nri.sock"])
@@ -413,15 +420,7 @@ def test_absent_turning_nri_on_again_removes_a_leftover_socket_there(tmp_path, m
     failed, result = run(containerd_nri, dict(args, enabled=False))
     assert not failed and result["changed"], result
     socket_at(monkeypatch, "/run/nri/orig.sock", listening=False)
-    removed, real_unlink = [], os.unlink
-
-    def unlink(name, *a, **kw):
-        if name == "/run/nri/orig.sock":
-            removed.append(name)
-            return None
-        return real_unlink(name, *a, **kw)
-
-    monkeypatch.setattr(containerd_nri_apply.os, "unlink", unlink)
+    removed = unlinks_of(monkeypatch, "/run/nri/orig.sock")
     failed, result = run(containerd_nri, dict(args, state="absent"))
     assert not failed and result["changed"] and result["nri_enabled"], result
     assert result["leftover_socket_removed"] and removed == ["/run/nri/orig.sock"], result
@@ -437,15 +436,7 @@ def test_absent_removing_the_file_on_containerd_2_checks_the_default_socket(tmp_
     failed, result = run(containerd_nri, dict(args, enabled=False))
     assert not failed and result["changed"] and path.exists(), result
     socket_at(monkeypatch, "/var/run/nri/nri.sock", listening=held)
-    removed, real_unlink = [], os.unlink
-
-    def unlink(name, *a, **kw):
-        if name == "/var/run/nri/nri.sock":
-            removed.append(name)
-            return None
-        return real_unlink(name, *a, **kw)
-
-    monkeypatch.setattr(containerd_nri_apply.os, "unlink", unlink)
+    removed = unlinks_of(monkeypatch, "/var/run/nri/nri.sock")
     failed, result = run(containerd_nri, dict(args, state="absent"))
     if held:
         assert failed and "a program listens on it" in result["msg"] and path.exists(), result
